@@ -1,0 +1,239 @@
+"""Scenario files: a scripted agent task, its world, its budgets and the expected outcome.
+
+Scenarios are YAML files validated by pydantic; every error names the file, the field
+and the problem. The scripted model and tools of the world are built from a Scenario,
+and the checkers judge a trial against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+from typing import Any, Literal
+
+import pydantic
+import yaml
+
+from harness import errors
+
+RUN_KEY_PLACEHOLDER = "{run}"
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "cancelled", "dead_lettered", "delivery_uncertain", "budget_exhausted"}
+)
+RunStatus = Literal[
+    "pending",
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "dead_lettered",
+    "delivery_uncertain",
+    "budget_exhausted",
+]
+
+
+class StrictModel(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class Usage(StrictModel):
+    prompt_tokens: int = pydantic.Field(default=100, ge=0)
+    completion_tokens: int = pydantic.Field(default=20, ge=0)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolBehaviour(StrictModel):
+    """What the simulated tool service does with a request."""
+
+    result: Any = pydantic.Field(default_factory=lambda: {"ok": True})
+    latency_ms: int = pydantic.Field(default=0, ge=0)
+    # The first N requests answer 503 {"applied": false}: nothing happened, safe to retry.
+    fail_first: int = pydantic.Field(default=0, ge=0)
+    # The first N requests apply the effect, then answer 500: the effect happened.
+    effect_then_fail: int = pydantic.Field(default=0, ge=0)
+    # Requests never get an answer (until the world stops); no effect is applied.
+    hang: bool = False
+
+
+class ToolSpec(StrictModel):
+    name: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = pydantic.Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    replay: Literal["replayable", "non_replayable"]
+    effect: Literal["read", "write"]
+    honours_idempotency_key: bool = False
+    queryable: bool = False
+    requires_approval: bool = False
+    version: str = "1"
+    behaviour: ToolBehaviour = pydantic.Field(default_factory=ToolBehaviour)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the contract of the tool changes (schema, policy, version)."""
+        body = json.dumps(
+            [self.name, self.parameters, self.replay, self.effect, self.version],
+            sort_keys=True,
+        )
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def declaration(self) -> dict[str, Any]:
+        """The entry of `GET /tools`: OpenAI function schema plus the crashcert policy."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+            "replay": self.replay,
+            "effect": self.effect,
+            "honours_idempotency_key": self.honours_idempotency_key,
+            "queryable": self.queryable,
+            "requires_approval": self.requires_approval,
+            "fingerprint": self.fingerprint,
+        }
+
+
+class ScriptedToolCall(StrictModel):
+    id: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    name: str
+    arguments: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+
+class Turn(StrictModel):
+    """One scripted model response: either tool calls or the final content."""
+
+    tool_calls: list[ScriptedToolCall] = pydantic.Field(default_factory=list)
+    content: str | None = None
+    usage: Usage = pydantic.Field(default_factory=Usage)
+
+    @pydantic.model_validator(mode="after")
+    def _one_kind(self) -> Turn:
+        if bool(self.tool_calls) == (self.content is not None):
+            raise ValueError("a turn has either tool_calls or content, exactly one of them")
+        return self
+
+
+class Budgets(StrictModel):
+    iterations: int = pydantic.Field(default=8, ge=1)
+    tool_calls: int = pydantic.Field(default=8, ge=0)
+    tokens: int = pydantic.Field(default=100_000, ge=1)
+
+
+class RunInputSpec(StrictModel):
+    system: str = "You are a careful support agent."
+    user: str
+
+
+class SinkSpec(StrictModel):
+    queryable: bool = True
+    latency_ms: int = pydantic.Field(default=0, ge=0)
+
+
+class Expectation(StrictModel):
+    status: RunStatus = "succeeded"
+    reason: str | None = None
+
+
+class Scenario(StrictModel):
+    name: str = pydantic.Field(pattern=r"^[a-z0-9_-]{1,64}$")
+    description: str = ""
+    input: RunInputSpec
+    budgets: Budgets = pydantic.Field(default_factory=Budgets)
+    tools: list[ToolSpec] = pydantic.Field(default_factory=list)
+    turns: list[Turn] = pydantic.Field(min_length=1)
+    sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
+    deadline_s: float = pydantic.Field(default=30.0, gt=0)
+    expect: Expectation = pydantic.Field(default_factory=Expectation)
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique, got {names}")
+        seen_ids: set[str] = set()
+        for index, turn in enumerate(self.turns):
+            for call in turn.tool_calls:
+                if call.name not in names:
+                    raise ValueError(f"turns[{index}] calls undeclared tool {call.name!r}")
+                if call.id in seen_ids:
+                    raise ValueError(f"turns[{index}] repeats tool call id {call.id!r}")
+                seen_ids.add(call.id)
+        if self.expect.status == "succeeded" and self.turns[-1].content is None:
+            raise ValueError("a scenario expected to succeed must end with a content turn")
+        return self
+
+    def tool(self, name: str) -> ToolSpec:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        raise KeyError(name)
+
+    @property
+    def final_reply(self) -> str | None:
+        return self.turns[-1].content
+
+
+def substitute_run_key(value: Any, run_key: str) -> Any:
+    """Replace `{run}` in every string of a JSON-like value, so runs of one scenario differ."""
+    if isinstance(value, str):
+        return value.replace(RUN_KEY_PLACEHOLDER, run_key)
+    if isinstance(value, list):
+        return [substitute_run_key(item, run_key) for item in value]
+    if isinstance(value, dict):
+        return {key: substitute_run_key(item, run_key) for key, item in value.items()}
+    return value
+
+
+def _describe(error: pydantic.ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"{where}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except pydantic.ValidationError as error:
+        raise errors.CrashcertError(f"{source}: invalid scenario: {_describe(error)}") from None
+
+
+def load(path: str | pathlib.Path) -> Scenario:
+    path = pathlib.Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise errors.CrashcertError(f"{path}: cannot read scenario: {error}") from None
+    except yaml.YAMLError as error:
+        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
+    return parse(data, source=str(path))
+
+
+def bundled_dir() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def load_all(directory: str | pathlib.Path | None = None) -> list[Scenario]:
+    directory = pathlib.Path(directory) if directory else bundled_dir()
+    return [load(path) for path in sorted(directory.glob("*.yaml"))]
+
+
+def find(name_or_path: str) -> Scenario:
+    """A bundled scenario by name, or a scenario file by path."""
+    candidate = pathlib.Path(name_or_path)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
+        return load(candidate)
+    bundled = bundled_dir() / f"{name_or_path}.yaml"
+    if bundled.exists():
+        return load(bundled)
+    known = ", ".join(path.stem for path in sorted(bundled_dir().glob("*.yaml")))
+    raise errors.CrashcertError(f"unknown scenario {name_or_path!r}; bundled: {known}")

@@ -1,0 +1,1 @@
+"""The simulated outside world: a scripted model, tool services and a reply sink."""
