@@ -31,6 +31,8 @@ class ModelRequest(Entry):
     usage: dict[str, int] | None = None
     # Transcript problems the model saw (tool call answered twice or never, ...).
     problems: list[str] = pydantic.Field(default_factory=list)
+    # Why the model refused (status 4xx): "script exhausted", no run marker, ...
+    error: str | None = None
 
 
 class ToolRequest(Entry):
@@ -57,6 +59,7 @@ class ToolQuery(Entry):
     tool: str
     key: str
     found: bool
+    status_code: int = 200  # 405: the tool is not queryable; 404: found is False
 
 
 class ReplyRequest(Entry):
@@ -80,9 +83,12 @@ class ReplyQuery(Entry):
     kind: Literal["reply.query"] = "reply.query"
     key: str
     found: bool
+    status_code: int = 200  # 405: the sink is not queryable; 404: found is False
 
 
-AnyEntry = ModelRequest | ToolRequest | ToolEffect | ToolQuery | ReplyRequest | ReplyDelivery | ReplyQuery
+AnyEntry = (
+    ModelRequest | ToolRequest | ToolEffect | ToolQuery | ReplyRequest | ReplyDelivery | ReplyQuery
+)
 
 
 class Ledger:

@@ -1,0 +1,413 @@
+"""A small JSON HTTP server for the world's services, on 127.0.0.1 and a free port.
+
+Routes map a method and a path pattern (`/tools/{name}`) to a handler that takes a
+Request and returns a Response. The server never crashes on bad input: bad JSON is a
+400, an unknown path a 404, a wrong method a 405, and any handler exception a logged
+500, all as JSON errors `{"error": {"message": ..., "type": ...}}`. Stopping does not
+wait for hung requests: their threads are daemons and their connections are shut down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import json
+import logging
+import re
+import socket
+import socketserver
+import threading
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+MAX_BODY_BYTES = 16 * 1024 * 1024
+# An idle keep-alive connection's thread ends after this; clients reconnect transparently.
+IDLE_TIMEOUT_S = 120.0
+# How quickly serve_forever notices a shutdown request.
+POLL_INTERVAL_S = 0.05
+# stop() gives the accept loop this long to end; it never waits on request threads.
+STOP_JOIN_TIMEOUT_S = 5.0
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    500: "server_error",
+    503: "service_unavailable",
+}
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+
+
+def error_body(
+    message: str, *, type: str = "invalid_request_error", extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON error every world service answers with, plus service fields (`applied`)."""
+    return {"error": {"message": message, "type": type}, **(extra or {})}
+
+
+@dataclasses.dataclass(frozen=True)
+class Response:
+    status: int
+    body: Any
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    type: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    body = error_body(message, type=type or error_type(status), extra=extra)
+    return Response(status, body, headers or {})
+
+
+class HttpError(Exception):
+    """Raised by a handler (or the server) to answer with a JSON error."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type or error_type(status)
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def response(self) -> Response:
+        return error_response(
+            self.status, self.message, type=self.type, extra=self.extra, headers=self.headers
+        )
+
+
+class Abandon(Exception):
+    """Raised by a handler to close the connection without answering (a hung request)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: Mapping[str, str]
+    headers: Mapping[str, str]  # names lower-cased
+    body: bytes
+    params: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def json(self) -> Any:
+        if not self.body:
+            raise HttpError(400, "the request body is empty; expected JSON")
+        try:
+            return json.loads(self.body)
+        except (UnicodeDecodeError, ValueError) as error:
+            raise HttpError(400, f"the request body is not valid JSON: {error}") from None
+
+    def json_object(self) -> dict[str, Any]:
+        value = self.json()
+        if not isinstance(value, dict):
+            raise HttpError(400, f"the request body must be a JSON object, got {_json_kind(value)}")
+        return value
+
+
+Handler = Callable[[Request], Response]
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: str  # e.g. "/tools/{name}"; a {placeholder} matches one path segment
+    handler: Handler
+
+    def match(self, path: str) -> dict[str, str] | None:
+        found = _compile(self.pattern).fullmatch(path)
+        if found is None:
+            return None
+        return {name: urllib.parse.unquote(value) for name, value in found.groupdict().items()}
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"\{(\w+)\}", pattern)
+    # re.split alternates literal text and placeholder names.
+    regex = "".join(
+        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)"
+        for index, part in enumerate(parts)
+    )
+    return re.compile(regex)
+
+
+def _json_kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "a number")
+
+
+class JsonServer:
+    """One service on 127.0.0.1:<free port>, serving its routes from daemon threads."""
+
+    def __init__(self, name: str, routes: Sequence[Route]) -> None:
+        self.name = name
+        self.routes = list(routes)
+        # Set when stop() begins: waits in handlers (latency, hang) end early.
+        self.stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"world service {self.name!r} is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError(f"world service {self.name!r} is already started")
+        self._server = _Server(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": POLL_INTERVAL_S},
+            name=f"world-{self.name}",
+            daemon=True,
+        )
+        self._thread.start()
+        logger.debug("world service %s listening on %s", self.name, self.url)
+
+    def stop(self) -> None:
+        """Stop accepting, cut open connections and return without waiting for handlers."""
+        self.stopping.set()
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        server.shutdown()
+        server.server_close()
+        thread.join(STOP_JOIN_TIMEOUT_S)
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            _cut(connection)
+
+    def pause(self, seconds: float) -> bool:
+        """Wait `seconds`, cut short by stop(). True when the server is still running."""
+        if seconds > 0:
+            return not self.stopping.wait(seconds)
+        return not self.stopping.is_set()
+
+    def __enter__(self) -> JsonServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def handle(self, request: Request) -> Response:
+        """Route one request; every failure becomes a JSON error, never an exception."""
+        allowed: list[str] = []
+        for route in self.routes:
+            params = route.match(request.path)
+            if params is None:
+                continue
+            if route.method != request.method:
+                allowed.append(route.method)
+                continue
+            try:
+                return route.handler(dataclasses.replace(request, params=params))
+            except HttpError as error:
+                return error.response()
+            except Abandon:
+                raise
+            except Exception as error:
+                logger.exception(
+                    "world service %s failed on %s %s", self.name, request.method, request.path
+                )
+                return error_response(500, f"internal error in the {self.name} service: {error!r}")
+        if allowed:
+            return error_response(
+                405,
+                f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        return error_response(404, f"no such path on the {self.name} service: {request.path}")
+
+    def _track(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(connection)
+        if self.stopping.is_set():
+            _cut(connection)
+
+    def _untrack(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+
+def _cut(connection: socket.socket) -> None:
+    # shutdown (not close) wakes a thread blocked on the socket; that thread closes it.
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # server_close() must not wait for hung requests
+    allow_reuse_address = True
+
+    def __init__(self, app: JsonServer) -> None:
+        self.app = app
+        super().__init__((HOST, 0), _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls getfqdn(), which can stall on a sandbox's DNS.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = HOST
+        self.server_port = int(self.server_address[1])
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("world service %s: connection error", self.app.name, exc_info=True)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "crashcert-world"
+    timeout = IDLE_TIMEOUT_S
+
+    @property
+    def _app(self) -> JsonServer:
+        return cast(_Server, self.server).app
+
+    def setup(self) -> None:
+        super().setup()
+        self._app._track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self._app._untrack(self.connection)
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("world service %s: " + format, self._app.name, *args)
+
+    def _dispatch(self) -> None:
+        split = urllib.parse.urlsplit(self.path)
+        try:
+            body = self._read_body()
+        except HttpError as error:
+            # The framing of the stream is unknown now: answer and close.
+            self.close_connection = True
+            self._send(error.response())
+            return
+        except OSError:
+            self.close_connection = True
+            return
+        request = Request(
+            method=self.command,
+            path=split.path,
+            query=dict(urllib.parse.parse_qsl(split.query)),
+            headers={name.lower(): value for name, value in self.headers.items()},
+            body=body,
+        )
+        try:
+            response = self._app.handle(request)
+        except Abandon:
+            self.close_connection = True
+            return
+        self._send(response)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self._read_chunked()
+        text = self.headers.get("Content-Length")
+        if text is None:
+            return b""
+        try:
+            length = int(text)
+        except ValueError:
+            raise HttpError(400, f"invalid Content-Length header: {text!r}") from None
+        if length < 0:
+            raise HttpError(400, f"invalid Content-Length header: {text!r}")
+        if length > MAX_BODY_BYTES:
+            raise HttpError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        return self.rfile.read(length)
+
+    def _read_chunked(self) -> bytes:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise HttpError(400, "malformed chunked request body") from None
+            if size == 0:
+                break
+            total += size
+            if total > MAX_BODY_BYTES:
+                raise HttpError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(8)  # the CRLF after the chunk
+        while self.rfile.readline(1024).strip():  # trailers, up to the blank line
+            pass
+        return b"".join(chunks)
+
+    def _send(self, response: Response) -> None:
+        try:
+            data = json.dumps(response.body).encode()
+            status = response.status
+        except (TypeError, ValueError) as error:
+            logger.exception("world service %s: response is not JSON", self._app.name)
+            body = error_body(f"response is not JSON: {error}", type="server_error")
+            data, status = json.dumps(body).encode(), 500
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError as error:
+            # The client is gone (killed while a hook held the response): nothing to do.
+            self.close_connection = True
+            logger.debug("world service %s: response not delivered: %s", self._app.name, error)
