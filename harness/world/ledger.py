@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pydantic
 
@@ -91,6 +91,9 @@ AnyEntry = (
 )
 
 
+EntryT = TypeVar("EntryT", bound=Entry)
+
+
 class Ledger:
     """Append-only, thread-safe. Sequence numbers are shared by one world (one clock)."""
 
@@ -99,7 +102,7 @@ class Ledger:
         self._entries: list[Entry] = []
         self._counter = counter or SequenceCounter()
 
-    def append(self, entry: Entry) -> Entry:
+    def append(self, entry: EntryT) -> EntryT:
         stamped = entry.model_copy(update={"seq": self._counter.next(), "t": time.time()})
         with self._lock:
             self._entries.append(stamped)

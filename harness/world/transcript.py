@@ -74,10 +74,10 @@ def check(
             )
             assistant_count += 1
         elif role == "tool":
-            answer_id = message.get("tool_answer_id")
+            answer_id = message.get("tool_call_id")
             if not isinstance(answer_id, str):
                 problems.append(
-                    f"{MALFORMED}: messages[{index}] is a tool message without tool_answer_id"
+                    f"{MALFORMED}: messages[{index}] is a tool message without tool_call_id"
                 )
                 continue
             if answer_id in pending:

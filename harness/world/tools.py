@@ -1,0 +1,176 @@
+"""The tool services: scripted behaviours and a ledger of requests and real effects.
+
+`POST /tools/{name}` runs a tool as the scenario scripts it. Behaviours, in this order:
+`latency_ms`; `hang` (never answered until the world stops, no effect); the first
+`fail_first` requests of one (tool, arguments) pair answer 503 without an effect; the
+next `effect_then_fail` ones apply the effect and answer 500; later ones succeed. A
+service that honours idempotency keys applies one effect per key and answers repeats with
+the stored result; one that does not applies an effect on every successful request (that
+is how a blind retry refunds twice). Every request and every effect is recorded.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+from typing import Any
+
+from harness import scenario as scenario_module
+from harness.world import hooks as hooks_module
+from harness.world import http, ledger
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+HUNG_STATUS = 0  # recorded for a request that never got an answer
+
+
+class ToolServices:
+    def __init__(
+        self,
+        scenario: scenario_module.Scenario,
+        *,
+        counter: ledger.SequenceCounter | None = None,
+        hooks: hooks_module.WorldHooks | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.hooks = hooks or hooks_module.WorldHooks()
+        self.ledger = ledger.Ledger(counter)
+        # Decisions and their ledger entries happen under one lock, so that two racing
+        # requests with one key still make one effect. Hooks run outside it.
+        self._lock = threading.Lock()
+        self._attempts: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._applied: dict[tuple[str, str], Any] = {}  # (tool, key) -> result of 1st effect
+        self._server = http.JsonServer(
+            "tools",
+            [
+                http.Route("GET", "/tools", self._list),
+                http.Route("POST", "/tools/{name}", self._execute),
+                http.Route("GET", "/tools/{name}/effects/{key}", self._query),
+            ],
+        )
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def entries(self) -> list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery]:
+        kinds = (ledger.ToolRequest, ledger.ToolEffect, ledger.ToolQuery)
+        return [e for e in self.ledger.snapshot() if isinstance(e, kinds)]
+
+    def _list(self, request: http.Request) -> http.Response:
+        return http.Response(200, {"tools": [tool.declaration() for tool in self.scenario.tools]})
+
+    def _execute(self, request: http.Request) -> http.Response:
+        name = request.params["name"]
+        key = request.header(IDEMPOTENCY_HEADER) or None
+        try:
+            spec = self.scenario.tool(name)
+        except KeyError:
+            known = ", ".join(tool.name for tool in self.scenario.tools) or "none"
+            return self._reject(
+                name, key, None, http.HttpError(404, f"no tool {name!r}; known: {known}")
+            )
+        try:
+            arguments = request.json_object()
+        except http.HttpError as error:
+            return self._reject(name, key, _raw(request.body), error)
+        behaviour = spec.behaviour
+        if not self._server.pause(behaviour.latency_ms / 1000):
+            raise http.Abandon()
+        if behaviour.hang:
+            self._record(name, key, arguments, HUNG_STATUS, "hung")
+            self._server.stopping.wait()
+            raise http.Abandon()
+        with self._lock:
+            stored = self._applied.get((name, key)) if key else None
+            if spec.honours_idempotency_key and key and (name, key) in self._applied:
+                self._record(name, key, arguments, 200, "deduplicated", stored)
+                return http.Response(200, {"result": stored})
+            pair = (name, json.dumps(arguments, sort_keys=True, separators=(",", ":")))
+            self._attempts[pair] += 1
+            attempt = self._attempts[pair]
+            if attempt <= behaviour.fail_first:
+                self._record(name, key, arguments, 503, "failed_before_effect")
+                return http.error_response(
+                    503,
+                    f"{name} is unavailable (scripted failure {attempt} of "
+                    f"{behaviour.fail_first}); nothing was applied, retry with the same key",
+                    extra={"applied": False},
+                )
+            failing = attempt <= behaviour.fail_first + behaviour.effect_then_fail
+            status, outcome = (500, "effect_then_failed") if failing else (200, "ok")
+            entry = self._record(name, key, arguments, status, outcome, behaviour.result)
+            effect = self.ledger.append(
+                ledger.ToolEffect(tool=name, key=key, arguments=arguments, request_seq=entry.seq)
+            )
+            if key:
+                self._applied.setdefault((name, key), behaviour.result)
+        # The effect is real now; a kill in the hook loses the answer, not the effect.
+        hooks_module.call(self.hooks.tool_effect_applied, effect, name="tool_effect_applied")
+        if failing:
+            return http.error_response(
+                500,
+                f"{name} failed after it may have been applied (scripted); check before retrying",
+                extra={"applied": None},
+            )
+        return http.Response(200, {"result": behaviour.result})
+
+    def _query(self, request: http.Request) -> http.Response:
+        name, key = request.params["name"], request.params["key"]
+        try:
+            spec = self.scenario.tool(name)
+        except KeyError:
+            raise http.HttpError(404, f"no tool {name!r}") from None
+        if not spec.queryable:
+            self.ledger.append(ledger.ToolQuery(tool=name, key=key, found=False, status_code=405))
+            raise http.HttpError(405, f"tool {name!r} cannot be queried by idempotency key")
+        with self._lock:
+            found = (name, key) in self._applied
+            result = self._applied.get((name, key))
+            status = 200 if found else 404
+            self.ledger.append(
+                ledger.ToolQuery(tool=name, key=key, found=found, status_code=status)
+            )
+        if found:
+            return http.Response(200, {"applied": True, "result": result})
+        return http.Response(404, {"applied": False})
+
+    def _record(
+        self,
+        tool: str,
+        key: str | None,
+        arguments: Any,
+        status: int,
+        outcome: str,
+        result: Any = None,
+    ) -> ledger.ToolRequest:
+        return self.ledger.append(
+            ledger.ToolRequest(
+                tool=tool,
+                key=key,
+                arguments=arguments,
+                status_code=status,
+                outcome=outcome,
+                result=result,
+            )
+        )
+
+    def _reject(
+        self, tool: str, key: str | None, arguments: Any, error: http.HttpError
+    ) -> http.Response:
+        self._record(tool, key, arguments, error.status, "rejected")
+        return error.response()
+
+
+def _raw(body: bytes) -> Any:
+    """What a rejected body was, for the ledger: its JSON value, or its text."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")

@@ -1,0 +1,128 @@
+"""The world of one scenario: scripted model, tool services and reply sink, started together.
+
+All three ledgers share one sequence counter, so `seq` orders events across services.
+`snapshot()` is what the trial history stores and the checkers read.
+"""
+
+from __future__ import annotations
+
+import pydantic
+
+from harness import scenario as scenario_module
+from harness.world import hooks as hooks_module
+from harness.world import ledger, model, sink, tools
+
+API_KEY = "crashcert"
+
+# Re-exported: the harness builds a run's input with the marker the model looks for.
+run_marker = model.run_marker
+find_run_key = model.find_run_key
+WorldHooks = hooks_module.WorldHooks
+
+
+class WorldSnapshot(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    model: list[ledger.ModelRequest] = pydantic.Field(default_factory=list)
+    tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = pydantic.Field(
+        default_factory=list
+    )
+    sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = pydantic.Field(
+        default_factory=list
+    )
+
+    def entries(self) -> list[ledger.Entry]:
+        """Every entry of the three ledgers in the order things happened."""
+        merged: list[ledger.Entry] = [*self.model, *self.tools, *self.sink]
+        return sorted(merged, key=lambda entry: entry.seq)
+
+    def tool_requests(self, tool: str | None = None) -> list[ledger.ToolRequest]:
+        return [
+            e for e in self.tools if isinstance(e, ledger.ToolRequest) and tool in (None, e.tool)
+        ]
+
+    def tool_effects(self, tool: str | None = None) -> list[ledger.ToolEffect]:
+        return [
+            e for e in self.tools if isinstance(e, ledger.ToolEffect) and tool in (None, e.tool)
+        ]
+
+    def tool_queries(self) -> list[ledger.ToolQuery]:
+        return [e for e in self.tools if isinstance(e, ledger.ToolQuery)]
+
+    def reply_requests(self) -> list[ledger.ReplyRequest]:
+        return [e for e in self.sink if isinstance(e, ledger.ReplyRequest)]
+
+    def deliveries(self) -> list[ledger.ReplyDelivery]:
+        return [e for e in self.sink if isinstance(e, ledger.ReplyDelivery)]
+
+    def reply_queries(self) -> list[ledger.ReplyQuery]:
+        return [e for e in self.sink if isinstance(e, ledger.ReplyQuery)]
+
+
+class World:
+    def __init__(
+        self, scenario: scenario_module.Scenario, *, hooks: hooks_module.WorldHooks | None = None
+    ) -> None:
+        self.scenario = scenario
+        # One hooks object shared by the services: replacing its attributes takes effect.
+        self.hooks = hooks or hooks_module.WorldHooks()
+        self.counter = ledger.SequenceCounter()
+        self.model = model.ModelServer(scenario, counter=self.counter, hooks=self.hooks)
+        self.tools = tools.ToolServices(scenario, counter=self.counter, hooks=self.hooks)
+        self.sink = sink.ReplySink(scenario.sink, counter=self.counter, hooks=self.hooks)
+        self._started = False
+
+    @property
+    def model_url(self) -> str:
+        return self.model.url
+
+    @property
+    def tools_url(self) -> str:
+        return self.tools.url
+
+    @property
+    def reply_url(self) -> str:
+        return self.sink.url
+
+    def start(self) -> None:
+        started: list[model.ModelServer | tools.ToolServices | sink.ReplySink] = []
+        try:
+            for service in (self.model, self.tools, self.sink):
+                service.start()
+                started.append(service)
+        except BaseException:
+            for service in started:
+                service.stop()
+            raise
+        self._started = True
+
+    def stop(self) -> None:
+        """Stop all services; hung requests are cut, never waited for. Idempotent."""
+        for service in (self.model, self.tools, self.sink):
+            service.stop()
+        self._started = False
+
+    def __enter__(self) -> World:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def env(self) -> dict[str, str]:
+        """What a worker process needs to find this world (CONTRACT section 1)."""
+        return {
+            "OPENAI_BASE_URL": self.model_url,
+            "OPENAI_API_KEY": API_KEY,
+            "CRASHCERT_TOOLS_URL": self.tools_url,
+            "CRASHCERT_REPLY_URL": self.reply_url,
+        }
+
+    def register_run(self, run_key: str) -> str:
+        """Optional; returns the marker to embed in the run's first user message."""
+        return self.model.register_run(run_key)
+
+    def snapshot(self) -> WorldSnapshot:
+        return WorldSnapshot(
+            model=self.model.entries(), tools=self.tools.entries(), sink=self.sink.entries()
+        )
