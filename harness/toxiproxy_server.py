@@ -1,0 +1,225 @@
+"""The real Toxiproxy server: find it, build it once with Go, start it, stop it.
+
+    python -m harness.toxiproxy_server build   # go install, prints the binary's path
+    python -m harness.toxiproxy_server path    # prints the path, exit 1 if there is none
+
+Lookup: `toxiproxy-server` on PATH, then `$CRASHCERT_CACHE/bin/toxiproxy-server`
+(default cache ~/.cache/crashcert). The server is our direct child, in its own session
+(Ctrl-C does not reach it), with a parent-death signal (Linux): if the harness is SIGKILLed
+the kernel kills it too. `close()`, atexit and SIGTERM/SIGHUP stop it by PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import fcntl
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import typing
+
+from harness import errors, proxy
+from harness.postgres import containers, embedded, reaper
+
+VERSION = "2.12.0"
+GO_PACKAGE = "github.com/Shopify/toxiproxy/v2/cmd/server"
+IMAGE = f"ghcr.io/shopify/toxiproxy:{VERSION}"
+BINARY_NAME = "toxiproxy-server"
+CACHE_ENV = "CRASHCERT_CACHE"
+HOST = embedded.HOST
+START_TIMEOUT_S = 15
+STOP_TIMEOUT_S = 10
+BUILD_TIMEOUT_S = 900
+POLL_S = 0.05
+PR_SET_PDEATHSIG = 1
+HOW_TO_GET = (
+    "no Toxiproxy server found: run `python -m harness.toxiproxy_server build` (needs Go; "
+    f"installs {GO_PACKAGE}@v{VERSION} into $CRASHCERT_CACHE/bin) or put {BINARY_NAME} on "
+    "PATH; set CRASHCERT_SKIP_TOXIPROXY=1 to skip network-fault tests instead"
+)
+
+Provider = typing.Literal["auto", "binary", "testcontainers"]
+
+
+def cache_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get(CACHE_ENV) or pathlib.Path.home() / ".cache" / "crashcert")
+
+
+def find_binary() -> pathlib.Path | None:
+    on_path = shutil.which(BINARY_NAME)
+    if on_path:
+        return pathlib.Path(on_path)
+    cached = cache_dir() / "bin" / BINARY_NAME
+    return cached if os.access(cached, os.X_OK) else None
+
+
+def build(*, timeout_s: float = BUILD_TIMEOUT_S) -> pathlib.Path:
+    """`go install` the server into the cache (once; concurrent callers wait for the first)."""
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go",
+                                                                    os.X_OK) else None)
+    bindir = cache_dir() / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    target = bindir / BINARY_NAME
+    with open(bindir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.access(target, os.X_OK):
+            return target
+        if go is None:
+            raise errors.EnvironmentProblem(
+                f"cannot build Toxiproxy: no `go` on PATH; install Go or put {BINARY_NAME} on PATH"
+            )
+        with tempfile.TemporaryDirectory(prefix="crashcert-gobin-") as gobin:
+            result = subprocess.run(
+                [go, "install", f"{GO_PACKAGE}@v{VERSION}"],
+                env={**os.environ, "GOBIN": gobin}, stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=timeout_s, check=False,
+            )
+            built = pathlib.Path(gobin) / "server"
+            if result.returncode != 0 or not built.exists():
+                raise errors.EnvironmentProblem(
+                    f"go install {GO_PACKAGE}@v{VERSION} failed ({result.returncode}):\n"
+                    f"{result.stderr[-2000:]}"
+                )
+            # Copy next to the target, then rename: no one ever sees half a binary.
+            partial = bindir / f".{BINARY_NAME}.partial"
+            shutil.copy2(built, partial)
+            os.replace(partial, target)
+    return target
+
+
+class ToxiproxyServer:
+    """A running Toxiproxy server we started. `client` talks to it; `close()` stops it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: pathlib.Path):
+        self._process = process
+        self.host = HOST
+        self.port = port
+        self.log_path = log_path
+        self.client = proxy.Toxiproxy(HOST, port)
+        self._reaper_key = reaper.register(self.close)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def close(self) -> None:
+        """Stop by PID (SIGTERM, then SIGKILL) and remove the log. Idempotent."""
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.terminate()
+            try:
+                self._process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=STOP_TIMEOUT_S)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+        reaper.unregister(self._reaper_key)
+
+
+def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
+    """Start the server on a free loopback port and wait until /version answers."""
+    binary = binary or find_binary()
+    if binary is None:
+        raise errors.EnvironmentProblem(HOW_TO_GET)
+    port = embedded.free_port()
+    fd, log_name = tempfile.mkstemp(prefix="crashcert-toxiproxy-", suffix=".log")
+    log_path = pathlib.Path(log_name)
+    try:
+        process = subprocess.Popen(
+            [str(binary), "-host", HOST, "-port", str(port)],
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+            env={**os.environ, "LOG_LEVEL": "warn"}, preexec_fn=_die_with_parent,
+        )
+    finally:
+        os.close(fd)
+    server = ToxiproxyServer(process, port, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.client.answers():
+        if process.poll() is not None or time.monotonic() > deadline:
+            log = log_path.read_text(errors="replace")[-2000:]
+            server.close()
+            raise errors.EnvironmentProblem(
+                f"Toxiproxy ({binary}) did not answer on {HOST}:{port} within "
+                f"{START_TIMEOUT_S} s (exit {process.returncode}):\n{log}"
+            )
+        time.sleep(POLL_S)
+    return server
+
+
+@contextlib.contextmanager
+def provide(*, provider: Provider = "auto") -> typing.Iterator[proxy.Toxiproxy]:
+    """A Toxiproxy client for a server that lives as long as the block."""
+    if provider == "testcontainers":
+        with _container() as client:
+            yield client
+        return
+    if provider not in ("auto", "binary"):
+        raise errors.CrashcertError(f"unknown Toxiproxy provider {provider!r}")
+    server = start()
+    try:
+        yield server.client
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def _container() -> typing.Iterator[proxy.Toxiproxy]:
+    """Toxiproxy in Docker with host networking, so proxies listen on our loopback (Linux)."""
+    if not containers.docker_engine_answers():
+        raise errors.EnvironmentProblem(f"Toxiproxy via testcontainers: {containers.NO_DOCKER}")
+    from testcontainers.core.container import DockerContainer
+
+    port = embedded.free_port()
+    container = (
+        DockerContainer(IMAGE)
+        .with_command(["-host", HOST, "-port", str(port)])
+        .with_kwargs(network_mode="host")
+    )
+    container.start()
+    try:
+        client = proxy.Toxiproxy(HOST, port)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not client.answers():
+            if time.monotonic() > deadline:
+                raise errors.EnvironmentProblem(f"Toxiproxy container did not answer on {port}")
+            time.sleep(POLL_S)
+        yield client
+    finally:
+        container.stop()
+
+
+def _die_with_parent() -> None:
+    # Runs in the child before exec: the kernel SIGKILLs it when our (forking) thread dies.
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.toxiproxy_server")
+    parser.add_argument("command", choices=["build", "path"])
+    args = parser.parse_args(argv)
+    try:
+        found = find_binary()
+        if found is None and args.command == "build":
+            found = build()
+        if found is None:
+            print(HOW_TO_GET, file=sys.stderr)
+            return 1
+    except errors.CrashcertError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
