@@ -1,0 +1,273 @@
+"""`crashcert`: the command line. Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, 3 ERROR."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import sys
+import time
+from typing import Any
+
+import click
+import rich.console
+import rich.progress
+
+from harness import (
+    checkers,
+    errors,
+    lab as lab_module,
+    matrix as matrix_module,
+    plan as plan_module,
+    report,
+    run_report,
+    scenario as scenario_module,
+    store,
+    trial as trial_module,
+)
+from harness.checkers import verdict as verdict_module
+from harness.engines import commands
+
+DEFAULT_OUT = "crashcert-trials"
+console = rich.console.Console(stderr=False, highlight=False)
+
+
+def _engine_option(function: Any) -> Any:
+    return click.option(
+        "--engine",
+        "engine_ref",
+        default="reference",
+        show_default=True,
+        help="'reference' or the path of an engine description file (harness/CONTRACT.md).",
+    )(function)
+
+
+def _pg_option(function: Any) -> Any:
+    return click.option(
+        "--pg-dsn",
+        envvar="CRASHCERT_PG_DSN",
+        default=None,
+        help="Use this PostgreSQL server instead of an embedded throwaway cluster.",
+    )(function)
+
+
+def _out_dir(out: str | None) -> pathlib.Path:
+    base = pathlib.Path(out or DEFAULT_OUT)
+    return base / time.strftime("%Y%m%d-%H%M%S")
+
+
+def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenario]]:
+    if names:
+        return [(name, scenario_module.find(name)) for name in names]
+    return [(s.name, s) for s in scenario_module.load_all()]
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log what the harness does.")
+def main(verbose: bool) -> None:
+    """crashcert: prove that an AI execution engine survives crashes."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+
+
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
+@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option("--second-kill", is_flag=True, help="Also kill the recovering worker after it claims.")
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@click.option("--json", "json_path", default=None, help="Write a JSON report here.")
+@click.option("--junit", "junit_path", default=None, help="Write a JUnit XML report here.")
+@click.option("--seed", default=0, show_default=True)
+@_pg_option
+def matrix(
+    engine_ref: str,
+    scenario_names: tuple[str, ...],
+    faults: str,
+    second_kill: bool,
+    out: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    seed: int,
+    pg_dsn: str | None,
+) -> None:
+    """Kill workers at every boundary of every scenario, then check every invariant."""
+    unknown = [f for f in faults.split(",") if f and f not in plan_module.MATRIX_FAULTS]
+    if unknown:
+        raise errors.CrashcertError(
+            f"unknown fault classes {unknown}; this version expands: {list(plan_module.MATRIX_FAULTS)}"
+        )
+    engine = commands.find(engine_ref)
+    scenarios = _scenarios(scenario_names)
+    out_dir = _out_dir(out)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        with rich.progress.Progress(
+            rich.progress.SpinnerColumn(),
+            rich.progress.TextColumn("{task.description}"),
+            rich.progress.BarColumn(),
+            rich.progress.MofNCompleteColumn(),
+            rich.progress.TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("baseline", total=None)
+
+            def progress(outcome: trial_module.TrialOutcome, done: int, total: int | None) -> None:
+                bar.update(
+                    task,
+                    completed=done,
+                    description=f"{outcome.spec.scenario.name} {outcome.spec.label}: "
+                    f"{outcome.verdict.value}",
+                )
+
+            result = matrix_module.run_matrix(
+                lab,
+                scenarios,
+                out_dir=out_dir,
+                engine_ref=engine_ref,
+                second_kill=second_kill,
+                seed=seed,
+                progress=progress,
+            )
+    report.print_summary(result.outcomes, console=console, unreached=result.unreached)
+    durations = sorted(o.history.ended_at - o.history.started_at for o in result.outcomes)
+    median = durations[len(durations) // 2] if durations else 0.0
+    console.print(
+        f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial): "
+        f"{result.verdict.value}"
+    )
+    _write_reports(result.outcomes, result, json_path, junit_path)
+    sys.exit(result.verdict.exit_code)
+
+
+def _write_reports(
+    outcomes: list[trial_module.TrialOutcome],
+    result: matrix_module.MatrixResult,
+    json_path: str | None,
+    junit_path: str | None,
+) -> None:
+    if json_path:
+        report.write_json(
+            pathlib.Path(json_path),
+            outcomes,
+            verdict=result.verdict,
+            unreached=result.unreached,
+            wall_s=result.wall_s,
+        )
+    if junit_path:
+        report.write_junit(pathlib.Path(junit_path), outcomes)
+
+
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_name", required=True, help="Scenario name or file.")
+@click.option("--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", default=None)
+@_pg_option
+def run(
+    engine_ref: str,
+    scenario_name: str,
+    fault_texts: tuple[str, ...],
+    seed: int,
+    out: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Run one scenario under one fault plan and print every invariant's verdict."""
+    steps = [plan_module.parse_fault(text) for text in fault_texts]
+    scenario = scenario_module.find(scenario_name)
+    engine = commands.find(engine_ref)
+    spec = trial_module.TrialSpec(
+        scenario=scenario,
+        plan=steps,
+        seed=seed,
+        label=plan_module.plan_label(steps),
+        scenario_ref=scenario_name,
+        engine_ref=engine_ref,
+    )
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        outcome = trial_module.run_trial(lab, spec, out_dir=_out_dir(out))
+    _print_results(outcome.results, outcome.verdict)
+    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+    sys.exit(outcome.verdict.exit_code)
+
+
+def _print_results(results: list[verdict_module.CheckResult], verdict: verdict_module.Verdict) -> None:
+    for result in results:
+        style = report.STYLE[result.verdict]
+        console.print(f"[{style}]{result.verdict.value:12}[/] {result.invariant}: {result.summary}")
+        if result.verdict is not verdict_module.Verdict.PASS:
+            for line in result.evidence:
+                console.print(f"             - {line}")
+    console.print(f"[{report.STYLE[verdict]}]{verdict.value}[/]")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+def analyze(directory: str) -> None:
+    """Re-check stored trials offline (a trial directory, or every trial below DIRECTORY)."""
+    verdicts = []
+    for path in store.find_trials(pathlib.Path(directory)):
+        trial = store.read_history(path / "history.jsonl")
+        results = checkers.check_all(trial)
+        verdict = checkers.trial_verdict(trial, results)
+        verdicts.append(verdict)
+        console.print(f"[bold]{path}[/]")
+        _print_results(results, verdict)
+    sys.exit(matrix_module.worst(verdicts).exit_code)
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(context: click.Context) -> None:
+    """List the bundled scenarios (or `validate FILE...`)."""
+    if context.invoked_subcommand is None:
+        for item in scenario_module.load_all():
+            tools = ", ".join(f"{t.name}({t.replay})" for t in item.tools) or "-"
+            console.print(
+                f"{item.name:18} turns={len(item.turns)} tools={tools} "
+                f"sink_query={item.sink.queryable} expect={item.expect.status}"
+            )
+
+
+@scenarios.command()
+@click.argument("files", nargs=-1, required=True)
+def validate(files: tuple[str, ...]) -> None:
+    """Validate scenario files; print each problem with file and field."""
+    bad = 0
+    for name in files:
+        try:
+            scenario_module.load(name)
+            console.print(f"ok      {name}")
+        except errors.CrashcertError as error:
+            bad += 1
+            console.print(f"invalid {error}")
+    sys.exit(1 if bad else 0)
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["run-input", "run-report", "scenario", "engine"]))
+def schema(which: str) -> None:
+    """Print a JSON schema of the engine contract."""
+    models: dict[str, Any] = {
+        "run-input": run_report.RunInput,
+        "run-report": run_report.RunReport,
+        "scenario": scenario_module.Scenario,
+        "engine": commands.EngineDescription,
+    }
+    click.echo(json.dumps(models[which].model_json_schema(), indent=2))
+
+
+def entry() -> None:
+    try:
+        main(standalone_mode=False)
+    except errors.CrashcertError as error:
+        click.echo(f"crashcert: {error}", err=True)
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)

@@ -1,0 +1,173 @@
+"""An engine described by commands in a YAML file (harness/CONTRACT.md, section 5).
+
+Placeholders in commands: `{python}` (this interpreter), `{run_id}`. Every command gets
+`DATABASE_URL`; `submit` reads the RunInput JSON on stdin and prints `{"run_id": ...}`;
+`status` prints a RunReport; `export` (optional) prints engine tables as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+import yaml
+
+from harness import boundaries as boundaries_module, errors, run_report
+
+COMMAND_TIMEOUT_S = 60.0
+
+
+class EngineDescription(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    migrate: list[str]
+    worker: list[str]
+    submit: list[str]
+    status: list[str]
+    export: list[str] | None = None
+    env: dict[str, str] = pydantic.Field(default_factory=dict)
+    lease_ms: int = pydantic.Field(default=1000, ge=50)
+    # Where the commands run, relative to the description file.
+    workdir: str = "."
+    # "all", or the list of points the engine reports; [] means black box.
+    boundaries: list[str] | str = "all"
+
+    @pydantic.field_validator("boundaries")
+    @classmethod
+    def _known_points(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, str):
+            if value != "all":
+                raise ValueError("boundaries is 'all' or a list of points")
+            return value
+        unknown = [point for point in value if not boundaries_module.is_known(point)]
+        if unknown:
+            raise ValueError(f"unknown boundary points {unknown}")
+        return value
+
+
+class CommandEngine:
+    def __init__(self, description: EngineDescription, *, base_dir: pathlib.Path) -> None:
+        self.description = description
+        self.name = description.name
+        self.lease_ms = description.lease_ms
+        self._base_dir = (base_dir / description.workdir).resolve()
+        points = description.boundaries
+        self.boundaries: tuple[str, ...] = (
+            tuple(boundaries_module.all_points()) if points == "all" else tuple(points)
+        )
+
+    @property
+    def cwd(self) -> str:
+        return str(self._base_dir)
+
+    def _argv(self, template: list[str], **values: str) -> list[str]:
+        values = {"python": sys.executable, **values}
+        return [part.format(**values) for part in template]
+
+    def _env(self, dsn: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.description.env)
+        env["DATABASE_URL"] = dsn
+        env.pop("CRASHCERT_CONTROL", None)
+        return env
+
+    def _run(self, what: str, argv: list[str], dsn: str, *, stdin: str | None = None) -> str:
+        try:
+            done = subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                env=self._env(dsn),
+                cwd=self.cwd,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise errors.CrashcertError(f"engine {self.name}: {what} failed: {error}") from None
+        if done.returncode != 0:
+            raise errors.CrashcertError(
+                f"engine {self.name}: {what} exited {done.returncode}: "
+                f"{(done.stderr or done.stdout).strip()[-2000:]}"
+            )
+        return done.stdout
+
+    def migrate(self, dsn: str) -> None:
+        self._run("migrate", self._argv(self.description.migrate), dsn)
+
+    def worker_command(self) -> list[str]:
+        return self._argv(self.description.worker)
+
+    def worker_env(self) -> Mapping[str, str]:
+        return self.description.env
+
+    def submit(self, dsn: str, run_input: run_report.RunInput) -> str:
+        out = self._run(
+            "submit", self._argv(self.description.submit), dsn, stdin=run_input.model_dump_json()
+        )
+        try:
+            run_id = json.loads(out)["run_id"]
+        except (ValueError, KeyError, TypeError):
+            raise errors.CrashcertError(
+                f"engine {self.name}: submit must print {{\"run_id\": ...}}, got {out[:500]!r}"
+            ) from None
+        return str(run_id)
+
+    def report(self, dsn: str, run_id: str) -> run_report.RunReport:
+        out = self._run("status", self._argv(self.description.status, run_id=run_id), dsn)
+        try:
+            return run_report.RunReport.model_validate_json(out)
+        except pydantic.ValidationError as error:
+            raise errors.CrashcertError(
+                f"engine {self.name}: status printed an invalid run report: {error}"
+            ) from None
+
+    def export(self, dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
+        if not self.description.export:
+            return None
+        out = self._run("export", self._argv(self.description.export, run_id=run_id), dsn)
+        try:
+            tables = json.loads(out)
+        except ValueError:
+            raise errors.CrashcertError(f"engine {self.name}: export printed no JSON") from None
+        if not isinstance(tables, dict):
+            raise errors.CrashcertError(f"engine {self.name}: export must print an object")
+        return tables
+
+
+def load(path: str | pathlib.Path) -> CommandEngine:
+    path = pathlib.Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise errors.CrashcertError(f"{path}: cannot read engine description: {error}") from None
+    except yaml.YAMLError as error:
+        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
+    try:
+        description = EngineDescription.model_validate(data)
+    except pydantic.ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc']) or '(top level)'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise errors.CrashcertError(f"{path}: invalid engine description: {problems}") from None
+    return CommandEngine(description, base_dir=path.resolve().parent)
+
+
+def reference_description_path() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parent.parent.parent / "reference_engine" / "engine.yaml"
+
+
+def find(name_or_path: str | None) -> CommandEngine:
+    """`reference` (default) or a path to an engine description file."""
+    if name_or_path in (None, "", "reference"):
+        return load(reference_description_path())
+    return load(name_or_path)

@@ -1,0 +1,82 @@
+"""The crash matrix: scenarios x (point, occurrence) of a clean baseline, one kill each."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+from collections.abc import Callable
+
+from harness import lab as lab_module, plan, scenario as scenario_module, trial as trial_module
+from harness.checkers import verdict as verdict_module
+
+# Called after each trial (for progress bars): (outcome, done, total or None).
+Progress = Callable[[trial_module.TrialOutcome, int, int | None], None]
+
+
+@dataclasses.dataclass
+class MatrixResult:
+    outcomes: list[trial_module.TrialOutcome] = dataclasses.field(default_factory=list)
+    # Declared points no scenario's baseline reached: the matrix cannot vouch for them.
+    unreached: list[str] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def verdict(self) -> verdict_module.Verdict:
+        verdicts = [outcome.verdict for outcome in self.outcomes]
+        if self.unreached:
+            verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
+        return worst(verdicts)
+
+
+def run_matrix(
+    lab: lab_module.Lab,
+    scenarios: list[tuple[str, scenario_module.Scenario]],
+    *,
+    out_dir: pathlib.Path,
+    engine_ref: str,
+    second_kill: bool = False,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> MatrixResult:
+    """`scenarios` pairs how the user named each scenario with the scenario itself."""
+    started = time.monotonic()
+    result = MatrixResult()
+    traces: list[list[tuple[str, int]]] = []
+    done = 0
+    for reference, scenario in scenarios:
+        base = trial_module.TrialSpec(
+            scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
+        )
+        baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
+        result.outcomes.append(baseline)
+        done += 1
+        if progress:
+            progress(baseline, done, None)
+        trace = plan.baseline_trace(baseline.history)
+        traces.append(trace)
+        for steps in plan.kill_plans(trace, second_kill=second_kill):
+            spec = base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)})
+            outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+            result.outcomes.append(outcome)
+            done += 1
+            if progress:
+                progress(outcome, done, None)
+    result.unreached = plan.unreached(lab.engine.boundaries, traces)
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+# FAIL is the most important news, then ERROR, then INCONCLUSIVE (as checkers.combine).
+_RANK = {
+    verdict_module.Verdict.PASS: 0,
+    verdict_module.Verdict.INCONCLUSIVE: 1,
+    verdict_module.Verdict.ERROR: 2,
+    verdict_module.Verdict.FAIL: 3,
+}
+
+
+def worst(verdicts: list[verdict_module.Verdict]) -> verdict_module.Verdict:
+    if not verdicts:
+        return verdict_module.Verdict.ERROR
+    return max(verdicts, key=_RANK.__getitem__)

@@ -1,0 +1,73 @@
+"""Fault plans: which fault where. Seeded and pure; talks to no process.
+
+A baseline trial records the sequence of (point, occurrence) hits; the crash matrix then
+kills once at each of them (the `:before_commit` points included), optionally killing the
+recovering worker a second time right after it claims the run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness import boundaries, errors, history
+
+FAULT_SYNTAX = re.compile(r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+)(#(?P<occurrence>\d+))?$")
+MATRIX_FAULTS = ("kill",)
+
+
+def parse_fault(text: str) -> history.FaultStep:
+    """`kill@tools.pending#1` -> FaultStep(kill, tools.pending, 1)."""
+    match = FAULT_SYNTAX.match(text.strip())
+    if not match:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: expected ACTION@POINT[#OCCURRENCE], e.g. kill@tools.pending#1"
+        )
+    point = match["point"]
+    if not boundaries.is_known(point):
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: unknown point {point!r}; known: {', '.join(boundaries.all_points())}"
+        )
+    try:
+        return history.FaultStep(
+            action=match["action"],  # type: ignore[arg-type]
+            point=point,
+            occurrence=int(match["occurrence"] or 1),
+        )
+    except ValueError as error:
+        raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+
+
+def baseline_trace(trial: history.TrialHistory) -> list[tuple[str, int]]:
+    """The (point, occurrence) hits of the trial's own run, in order."""
+    return [
+        (hit.point, hit.occurrence)
+        for hit in trial.boundary_hits()
+        if trial.run_id is None or hit.run_id in (None, trial.run_id)
+    ]
+
+
+def kill_plans(
+    trace: list[tuple[str, int]], *, second_kill: bool = False
+) -> list[list[history.FaultStep]]:
+    plans: list[list[history.FaultStep]] = []
+    for point, occurrence in trace:
+        first = history.FaultStep(action="kill", point=point, occurrence=occurrence)
+        plans.append([first])
+        if second_kill and point != "run.finished":
+            # Kill the recovering worker too, right after it claims the run: recovery
+            # itself must be crash-safe. (After run.finished nothing recovers.)
+            upto = trace[: trace.index((point, occurrence)) + 1]
+            claims = sum(1 for seen, _ in upto if seen == "run.claimed")
+            again = history.FaultStep(action="kill", point="run.claimed", occurrence=claims + 1)
+            plans.append([first, again])
+    return plans
+
+
+def plan_label(plan: list[history.FaultStep]) -> str:
+    return "+".join(step.label() for step in plan) or "baseline"
+
+
+def unreached(points: tuple[str, ...], traces: list[list[tuple[str, int]]]) -> list[str]:
+    """Declared points that no baseline reached: the matrix cannot vouch for them."""
+    reached = {point for trace in traces for point, _ in trace}
+    return [point for point in points if point not in reached]

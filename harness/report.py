@@ -1,0 +1,162 @@
+"""Reports of a set of trials: terminal table, JSON, JUnit XML. Every failure one line to rerun."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import rich.console
+import rich.table
+
+from harness import boundaries, trial as trial_module
+from harness.checkers import verdict as verdict_module
+
+STYLE = {
+    verdict_module.Verdict.PASS: "green",
+    verdict_module.Verdict.FAIL: "bold red",
+    verdict_module.Verdict.INCONCLUSIVE: "yellow",
+    verdict_module.Verdict.ERROR: "bold magenta",
+}
+
+
+def _cell_point(outcome: trial_module.TrialOutcome) -> str:
+    """The column of a trial: the base boundary of its first fault, or baseline."""
+    if not outcome.spec.plan:
+        return "baseline"
+    return boundaries.base_name(outcome.spec.plan[0].point)
+
+
+def print_summary(
+    outcomes: list[trial_module.TrialOutcome],
+    *,
+    console: rich.console.Console,
+    unreached: list[str] | None = None,
+) -> None:
+    columns = ["baseline", *boundaries.BOUNDARIES]
+    cells: dict[tuple[str, str], list[verdict_module.Verdict]] = collections.defaultdict(list)
+    scenarios: list[str] = []
+    for outcome in outcomes:
+        name = outcome.spec.scenario.name
+        if name not in scenarios:
+            scenarios.append(name)
+        cells[(name, _cell_point(outcome))].append(outcome.verdict)
+    table = rich.table.Table(title="scenario x boundary (trials per cell: verdict)")
+    table.add_column("scenario")
+    for column in columns:
+        table.add_column(column.replace(".", ".\n"), justify="center")
+    for name in scenarios:
+        row = [name]
+        for column in columns:
+            verdicts = cells.get((name, column), [])
+            row.append(_render(verdicts))
+        table.add_row(*row)
+    console.print(table)
+    for outcome in outcomes:
+        if outcome.verdict is not verdict_module.Verdict.PASS:
+            failing = ", ".join(
+                f"{r.invariant}={r.verdict.value}" for r in outcome.failing
+            )
+            console.print(
+                f"[{STYLE[outcome.verdict]}]{outcome.verdict.value}[/] "
+                f"{outcome.spec.scenario.name} {outcome.spec.label}: {failing}\n"
+                f"  rerun: {outcome.repro}\n  trial: {outcome.directory}",
+                highlight=False,
+            )
+    if unreached:
+        console.print(
+            f"[yellow]INCONCLUSIVE[/] declared but never reached by any scenario: "
+            f"{', '.join(unreached)}"
+        )
+
+
+def _render(verdicts: list[verdict_module.Verdict]) -> str:
+    if not verdicts:
+        return "[dim]-[/]"
+    counts = collections.Counter(verdicts)
+    parts = []
+    for verdict in (
+        verdict_module.Verdict.FAIL,
+        verdict_module.Verdict.ERROR,
+        verdict_module.Verdict.INCONCLUSIVE,
+        verdict_module.Verdict.PASS,
+    ):
+        if counts[verdict]:
+            parts.append(f"[{STYLE[verdict]}]{verdict.value[0]}{counts[verdict]}[/]")
+    return " ".join(parts)
+
+
+def outcome_json(outcome: trial_module.TrialOutcome) -> dict[str, Any]:
+    return {
+        "scenario": outcome.spec.scenario.name,
+        "label": outcome.spec.label,
+        "plan": [step.label() for step in outcome.spec.plan],
+        "verdict": outcome.verdict.value,
+        "duration_s": round(outcome.history.ended_at - outcome.history.started_at, 3),
+        "directory": str(outcome.directory),
+        "repro": outcome.repro,
+        "invariants": [result.model_dump(mode="json") for result in outcome.results],
+    }
+
+
+def write_json(
+    path: pathlib.Path,
+    outcomes: list[trial_module.TrialOutcome],
+    *,
+    verdict: verdict_module.Verdict,
+    unreached: list[str],
+    wall_s: float,
+) -> None:
+    document = {
+        "verdict": verdict.value,
+        "trials": [outcome_json(outcome) for outcome in outcomes],
+        "unreached": unreached,
+        "wall_s": round(wall_s, 3),
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -> None:
+    by_scenario: dict[str, list[trial_module.TrialOutcome]] = collections.defaultdict(list)
+    for outcome in outcomes:
+        by_scenario[outcome.spec.scenario.name].append(outcome)
+    suites = ET.Element("testsuites", name="crashcert")
+    for name, items in by_scenario.items():
+        suite = ET.SubElement(suites, "testsuite", name=f"crashcert.{name}", tests=str(len(items)))
+        failures = errors = skipped = 0
+        for outcome in items:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"crashcert.{name}",
+                name=outcome.spec.label,
+                time=f"{outcome.history.ended_at - outcome.history.started_at:.3f}",
+            )
+            text = "\n".join(
+                [f"rerun: {outcome.repro}", f"trial: {outcome.directory}"]
+                + [
+                    f"{r.invariant} {r.verdict.value}: {r.summary}\n    " + "\n    ".join(r.evidence)
+                    for r in outcome.failing
+                ]
+            )
+            if outcome.verdict is verdict_module.Verdict.FAIL:
+                failures += 1
+                ET.SubElement(case, "failure", message=_first_failure(outcome)).text = text
+            elif outcome.verdict is verdict_module.Verdict.ERROR:
+                errors += 1
+                ET.SubElement(case, "error", message=_first_failure(outcome)).text = text
+            elif outcome.verdict is verdict_module.Verdict.INCONCLUSIVE:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=_first_failure(outcome)).text = text
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+        suite.set("skipped", str(skipped))
+    ET.ElementTree(suites).write(path, encoding="unicode", xml_declaration=True)
+
+
+def _first_failure(outcome: trial_module.TrialOutcome) -> str:
+    for result in outcome.failing:
+        return f"{result.invariant}: {result.summary}"
+    return outcome.verdict.value

@@ -1,0 +1,272 @@
+"""One trial end to end: a fresh database and world, workers under a fault plan, a verdict.
+
+The runner only wires the roles together: the world records what happened outside, the
+control channel records boundary hits, the nemesis applies the plan, the checkers judge
+the resulting history, and the store writes it all to the trial directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pathlib
+import shlex
+import time
+import uuid
+from typing import Any
+
+import pydantic
+
+from harness import (
+    checkers,
+    control,
+    errors,
+    history,
+    launcher as launcher_module,
+    lab as lab_module,
+    nemesis as nemesis_module,
+    recorder as recorder_module,
+    run_report,
+    scenario as scenario_module,
+    store,
+)
+from harness.checkers import verdict as verdict_module
+from harness.world import world as world_module
+
+log = logging.getLogger(__name__)
+
+# How often the runner asks the engine for a report when no run.finished signal came.
+REPORT_POLL_S = 2.0
+# Allowance on top of the scenario deadline for recovery: a few leases.
+LEASES_OF_SLACK = 4
+
+
+class TrialSpec(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    scenario: scenario_module.Scenario
+    plan: list[history.FaultStep] = pydantic.Field(default_factory=list)
+    seed: int = 0
+    label: str = "baseline"
+    # A standby worker is running from the start, so recovery costs no process start-up.
+    initial_workers: int = 2
+    # How the user named scenario and engine, for the reproduction command.
+    scenario_ref: str | None = None
+    engine_ref: str = "reference"
+
+
+class TrialOutcome(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+    spec: TrialSpec
+    history: history.TrialHistory
+    results: list[verdict_module.CheckResult]
+    verdict: verdict_module.Verdict
+    directory: pathlib.Path
+    repro: str
+
+    @property
+    def failing(self) -> list[verdict_module.CheckResult]:
+        return [r for r in self.results if r.verdict is not verdict_module.Verdict.PASS]
+
+
+def repro_command(spec: TrialSpec) -> str:
+    argv = ["crashcert", "run", "--engine", spec.engine_ref]
+    argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
+    for step in spec.plan:
+        argv += ["--fault", step.label()]
+    argv += ["--seed", str(spec.seed)]
+    return shlex.join(argv)
+
+
+def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.RunInput:
+    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+    return run_report.RunInput(
+        run_key=run_key,
+        messages=[
+            {"role": "system", "content": scenario.input.system},
+            {"role": "user", "content": f"{user}\n\n{world_module.run_marker(run_key)}"},
+        ],
+        budgets=scenario.budgets,
+    )
+
+
+def run_trial(
+    lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path
+) -> TrialOutcome:
+    trial_id = uuid.uuid4().hex[:10]
+    directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    trial = history.TrialHistory(
+        trial_id=trial_id,
+        engine=lab.engine.name,
+        scenario=spec.scenario,
+        plan=spec.plan,
+        seed=spec.seed,
+        run_key=f"{spec.scenario.name}-{trial_id}",
+        started_at=time.time(),
+    )
+    try:
+        _execute(lab, spec, trial, directory)
+    except Exception as error:  # the harness or the environment broke: ERROR, never PASS
+        log.exception("trial %s failed to run", trial_id)
+        trial.harness_error = f"{type(error).__name__}: {error}"
+    trial.ended_at = time.time()
+    results = checkers.check_all(trial)
+    results.append(_plan_result(trial))
+    verdict = checkers.trial_verdict(trial, results)
+    repro = repro_command(spec)
+    store.write_trial(
+        directory,
+        trial,
+        verdicts=[result.model_dump(mode="json") for result in results],
+        verdict=verdict.value,
+        repro=repro,
+    )
+    return TrialOutcome(
+        spec=spec,
+        history=trial,
+        results=results,
+        verdict=verdict,
+        directory=directory,
+        repro=repro,
+    )
+
+
+def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
+    """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE."""
+    applied = {fault.step for fault in trial.faults() if fault.ok}
+    missing = [step.label() for step in trial.plan if step.label() not in applied]
+    failed = [f"{fault.step}: {fault.note}" for fault in trial.faults() if not fault.ok]
+    if not missing:
+        return verdict_module.CheckResult(
+            invariant="plan.applied",
+            verdict=verdict_module.Verdict.PASS,
+            summary=f"{len(trial.plan)} planned fault(s) applied",
+        )
+    return verdict_module.CheckResult(
+        invariant="plan.applied",
+        verdict=verdict_module.Verdict.INCONCLUSIVE,
+        summary=f"planned fault(s) never applied: {', '.join(missing)}",
+        evidence=[*failed, "the boundary was never reached or the fault could not be applied"],
+    )
+
+
+def _execute(
+    lab: lab_module.Lab,
+    spec: TrialSpec,
+    trial: history.TrialHistory,
+    directory: pathlib.Path,
+) -> None:
+    engine = lab.engine
+    database = f"cc_trial_{trial.trial_id}"
+    dsn = lab.clone_database(database)
+    with contextlib.ExitStack() as stack:
+        stack.callback(_quietly, lab.drop_database, database)
+        world = world_module.World(spec.scenario)
+        world.start()
+        stack.callback(world.stop)
+        recorder = recorder_module.Recorder(world.counter)
+        proxies = _Proxies(lab, dsn, prefix=database)
+        stack.callback(proxies.close)
+        socket_path = control.short_socket_path(str(directory.parent), f".{trial.trial_id}.sock")
+        directory.mkdir(parents=True, exist_ok=True)
+        launcher = launcher_module.Launcher(
+            engine,
+            world_env=world.env(),
+            control_path=socket_path if engine.boundaries else None,
+            dsn_for_worker=proxies.dsn_for,
+            log_dir=directory / "workers",
+            recorder=recorder,
+            trial_id=trial.trial_id,
+        )
+        nemesis = nemesis_module.Nemesis(spec.plan, launcher=launcher, recorder=recorder)
+        server = control.ControlServer(socket_path, recorder, policy=nemesis.on_hit)
+        server.start()
+        stack.callback(server.stop)
+        try:
+            run_id = engine.submit(dsn, build_input(spec.scenario, trial.run_key))
+            trial.run_id = run_id
+            for _ in range(spec.initial_workers):
+                launcher.start()
+            _wait_terminal(engine, dsn, trial, server, launcher, spec)
+        finally:
+            launcher.close()
+            trial.events = recorder.events()
+            faults = trial.faults()
+            trial.healed_at = max(fault.t for fault in faults) if faults else None
+            snapshot = world.snapshot()
+            trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
+        if trial.run_id is not None:
+            trial.reports.append(engine.report(dsn, trial.run_id))
+            trial.engine_tables = engine.export(dsn, trial.run_id)
+        if server.protocol_errors:
+            raise errors.CrashcertError("; ".join(server.protocol_errors[:3]))
+
+
+def _wait_terminal(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    server: control.ControlServer,
+    launcher: launcher_module.Launcher,
+    spec: TrialSpec,
+) -> None:
+    """Wait for run.finished (a signal), asking for reports now and then as a fallback."""
+    assert trial.run_id is not None
+    run_id = trial.run_id
+    slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
+    deadline = time.monotonic() + spec.scenario.deadline_s + slack
+
+    def finished(hit: history.BoundaryHit) -> bool:
+        return hit.point == "run.finished" and hit.run_id == run_id
+
+    while time.monotonic() < deadline:
+        timeout = min(REPORT_POLL_S, max(0.0, deadline - time.monotonic()))
+        hit = server.wait_for(finished, timeout=timeout)
+        if hit is not None:
+            trial.finished_at = hit.t
+            break
+        _restart_crashed_workers(launcher)
+        report = engine.report(dsn, run_id)
+        trial.reports.append(report)
+        if report.terminal:
+            trial.finished_at = time.time()
+            break
+
+
+def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:
+    """A worker that died on its own (not killed by us) is replaced, as a supervisor would."""
+    for worker in launcher.workers.all():
+        if not worker.alive and not worker.killed and not worker.replaced:
+            worker.replaced = True
+            launcher.start()
+
+
+class _Proxies:
+    """One Toxiproxy proxy per worker, so a database fault can hit one worker alone."""
+
+    def __init__(self, lab: lab_module.Lab, dsn: str, *, prefix: str) -> None:
+        self._lab = lab
+        self._dsn = dsn
+        self._prefix = prefix
+        self.by_worker: dict[str, Any] = {}
+
+    def dsn_for(self, worker_id: str) -> str:
+        if self._lab.toxiproxy is None:
+            return self._dsn
+        proxy = self._lab.toxiproxy.create(
+            f"{self._prefix}-{worker_id}", upstream=f"{self._lab.pg.host}:{self._lab.pg.port}"
+        )
+        self.by_worker[worker_id] = proxy
+        return str(proxy.dsn_through(self._dsn))
+
+    def close(self) -> None:
+        for proxy in self.by_worker.values():
+            _quietly(proxy.delete)
+
+
+def _quietly(function: Any, *args: Any) -> None:
+    try:
+        function(*args)
+    except Exception as error:  # cleanup must not hide the trial's own outcome
+        log.debug("cleanup step failed: %s", error)
