@@ -136,7 +136,7 @@ class Proxy:
         type: str,
         *,
         stream: Stream = "downstream",
-        attributes: dict[str, int | float] | None = None,
+        attributes: typing.Mapping[str, int | float] | None = None,
         name: str | None = None,
         toxicity: float = 1.0,
     ) -> str:
@@ -148,7 +148,7 @@ class Proxy:
         toxic_name = name or f"{type}_{stream}"
         body = {
             "name": toxic_name, "type": type, "stream": stream, "toxicity": toxicity,
-            "attributes": attributes or {},
+            "attributes": dict(attributes or {}),
         }
         self._client._request("POST", f"/proxies/{self.name}/toxics", body)
         return toxic_name
