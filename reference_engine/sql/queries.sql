@@ -1,0 +1,305 @@
+-- Named queries of the reference engine, parsed once by reference_engine.sqlfile.
+-- Every block starts with `-- name: <identifier>`; parameters use psycopg's %(name)s.
+
+-- name: create_run
+INSERT INTO runs (run_key, input, budget_iterations, budget_tool_calls, budget_tokens,
+                  max_attempts)
+VALUES (%(run_key)s, %(input)s, %(iterations)s, %(tool_calls)s, %(tokens)s, %(max_attempts)s)
+ON CONFLICT (run_key) DO NOTHING
+RETURNING id;
+
+-- name: run_id_by_key
+SELECT id FROM runs WHERE run_key = %(run_key)s;
+
+-- name: insert_frontier
+INSERT INTO frontiers (run_id, version, phase, checkpoint, checkpoint_version)
+VALUES (%(run_id)s, 1, %(phase)s, %(checkpoint)s, %(checkpoint_version)s);
+
+-- name: insert_event
+INSERT INTO events (run_id, kind, worker_id, lease_epoch, data)
+VALUES (%(run_id)s, %(kind)s, %(worker_id)s, %(lease_epoch)s, %(data)s);
+
+-- name: claim_run
+-- One claim per transaction; SKIP LOCKED spreads workers over runs without waiting.
+WITH candidate AS (
+    SELECT id FROM runs
+    WHERE status = 'pending' AND available_at <= now() AND attempts < max_attempts
+    ORDER BY available_at
+    FOR UPDATE SKIP LOCKED
+    LIMIT 1
+)
+UPDATE runs r
+SET status = 'running',
+    lease_owner = %(worker_id)s,
+    lease_epoch = r.lease_epoch + 1,
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_ms)s / 1000.0),
+    attempts = r.attempts + 1,
+    updated_at = clock_timestamp()
+FROM candidate
+WHERE r.id = candidate.id
+RETURNING r.id, r.lease_epoch, r.attempts;
+
+-- name: extend_lease
+UPDATE runs
+SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_ms)s / 1000.0)
+WHERE id = %(run_id)s AND status = 'running' AND lease_owner = %(worker_id)s
+  AND lease_epoch = %(lease_epoch)s AND lease_expires_at > clock_timestamp()
+RETURNING lease_expires_at;
+
+-- name: lock_run
+SELECT id, status, lease_owner, lease_epoch, cancel_requested_at IS NOT NULL AS cancel_requested,
+       lease_expires_at > clock_timestamp() AS lease_live, lease_expires_at, attempts,
+       max_attempts
+FROM runs WHERE id = %(run_id)s
+FOR UPDATE;
+
+-- name: lease_still_live
+SELECT lease_owner = %(worker_id)s AND lease_epoch = %(lease_epoch)s
+       AND lease_expires_at > clock_timestamp() AS live
+FROM runs WHERE id = %(run_id)s;
+
+-- name: load_run
+SELECT id, run_key, status, reason, input, budget_iterations, budget_tool_calls,
+       budget_tokens, attempts, max_attempts, lease_owner, lease_epoch,
+       cancel_requested_at IS NOT NULL AS cancel_requested
+FROM runs WHERE id = %(run_id)s;
+
+-- name: load_frontier
+SELECT version, phase, checkpoint, checkpoint_version FROM frontiers WHERE run_id = %(run_id)s;
+
+-- name: load_model_calls
+SELECT id, turn, attempt, lease_epoch, state, usage
+FROM model_calls WHERE run_id = %(run_id)s ORDER BY turn, attempt;
+
+-- name: load_tool_calls
+SELECT id, turn, position, tool_call_id, name, arguments, idempotency_key, declaration,
+       state, approval, outcome, started_epoch, attempts
+FROM tool_calls WHERE run_id = %(run_id)s ORDER BY turn, position;
+
+-- name: load_budget_used
+SELECT kind, sum(amount)::bigint AS used, count(*) FILTER (WHERE true) AS entries
+FROM budget_ledger WHERE run_id = %(run_id)s GROUP BY kind;
+
+-- name: load_charged_refs
+SELECT kind, ref FROM budget_ledger WHERE run_id = %(run_id)s AND kind <> 'tokens';
+
+-- name: load_delivery
+SELECT key, state, attempts FROM deliveries WHERE run_id = %(run_id)s;
+
+-- name: advance_frontier
+-- Compare-and-set on the version: a stale view of the run cannot move its frontier.
+UPDATE frontiers
+SET version = version + 1, phase = %(phase)s, checkpoint = %(checkpoint)s,
+    checkpoint_version = %(checkpoint_version)s
+WHERE run_id = %(run_id)s AND version = %(expected_version)s
+RETURNING version;
+
+-- name: charge_budget
+INSERT INTO budget_ledger (run_id, kind, amount, ref)
+VALUES (%(run_id)s, %(kind)s, %(amount)s, %(ref)s)
+ON CONFLICT (run_id, kind, ref) DO NOTHING
+RETURNING id;
+
+-- name: interrupt_model_call
+UPDATE model_calls SET state = 'interrupted', finished_at = clock_timestamp(),
+       error = %(error)s
+WHERE id = %(call_id)s AND state = 'pending'
+RETURNING id;
+
+-- name: insert_model_call
+INSERT INTO model_calls (id, run_id, turn, attempt, lease_epoch)
+VALUES (%(call_id)s, %(run_id)s, %(turn)s, %(attempt)s, %(lease_epoch)s);
+
+-- name: record_model_call
+UPDATE model_calls SET state = 'recorded', response = %(response)s, usage = %(usage)s,
+       finished_at = clock_timestamp()
+WHERE id = %(call_id)s AND state = 'pending' AND lease_epoch = %(lease_epoch)s
+RETURNING id;
+
+-- name: fail_model_call
+UPDATE model_calls SET state = 'failed', error = %(error)s, finished_at = clock_timestamp()
+WHERE id = %(call_id)s AND state = 'pending'
+RETURNING id;
+
+-- name: insert_tool_call
+INSERT INTO tool_calls (run_id, turn, position, tool_call_id, name, arguments,
+                        idempotency_key, declaration, state, outcome, settled_at)
+VALUES (%(run_id)s, %(turn)s, %(position)s, %(tool_call_id)s, %(name)s, %(arguments)s,
+        %(key)s, %(declaration)s, %(state)s, %(outcome)s,
+        CASE WHEN %(state)s = 'reserved' THEN NULL ELSE clock_timestamp() END)
+RETURNING id;
+
+-- name: start_tool_call
+UPDATE tool_calls
+SET state = 'started', started_epoch = %(lease_epoch)s, attempts = attempts + 1,
+    updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND run_id = %(run_id)s
+  AND (state = 'reserved' OR (state = 'awaiting_approval' AND approval = 'approved')
+       OR (state = 'started' AND started_epoch <= %(lease_epoch)s))
+RETURNING id;
+
+-- name: await_approval
+UPDATE tool_calls SET state = 'awaiting_approval', updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND run_id = %(run_id)s AND state = 'reserved'
+RETURNING id;
+
+-- name: settle_tool_call
+-- Only the lease epoch that started the call may settle it (fencing at row level too).
+UPDATE tool_calls
+SET state = %(state)s, outcome = %(outcome)s, settled_at = clock_timestamp(),
+    updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND run_id = %(run_id)s AND state = 'started'
+  AND started_epoch = %(lease_epoch)s
+RETURNING id;
+
+-- name: settle_unstarted_tool_call
+UPDATE tool_calls
+SET state = %(state)s, outcome = %(outcome)s, settled_at = clock_timestamp(),
+    updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND run_id = %(run_id)s
+  AND state IN ('reserved', 'awaiting_approval')
+RETURNING id;
+
+-- name: cancel_open_tool_calls
+UPDATE tool_calls
+SET state = 'cancelled', settled_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND state IN ('reserved', 'awaiting_approval', 'started')
+RETURNING id;
+
+-- name: interrupt_open_model_calls
+UPDATE model_calls SET state = 'interrupted', finished_at = clock_timestamp(),
+       error = %(error)s
+WHERE run_id = %(run_id)s AND state = 'pending'
+RETURNING id;
+
+-- name: insert_delivery
+INSERT INTO deliveries (run_id, key, content) VALUES (%(run_id)s, %(key)s, %(content)s);
+
+-- name: mark_delivery_sending
+UPDATE deliveries SET state = 'sending', attempts = attempts + 1, updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND state IN ('pending', 'sending')
+RETURNING attempts;
+
+-- name: mark_delivery_delivered
+UPDATE deliveries SET state = 'delivered', delivered_at = clock_timestamp(),
+       updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND state = 'sending'
+RETURNING run_id;
+
+-- name: mark_delivery_uncertain
+UPDATE deliveries SET state = 'uncertain', updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND state IN ('pending', 'sending')
+RETURNING run_id;
+
+-- name: finish_run
+-- Terminal: lease cleared in the same statement (CHECK runs_running_iff_leased).
+UPDATE runs
+SET status = %(status)s, reason = %(reason)s, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = %(run_id)s AND status IN ('pending', 'running', 'waiting')
+RETURNING id;
+
+-- name: release_run
+UPDATE runs
+SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+    available_at = clock_timestamp() + make_interval(secs => %(delay_ms)s / 1000.0),
+    updated_at = clock_timestamp()
+WHERE id = %(run_id)s AND status = 'running'
+RETURNING id;
+
+-- name: park_run
+-- Waiting for an operator: no lease, not claimable until approve/reject.
+UPDATE runs
+SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL,
+    updated_at = clock_timestamp()
+WHERE id = %(run_id)s AND status = 'running'
+RETURNING id;
+
+-- name: request_cancel
+UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, clock_timestamp()),
+       updated_at = clock_timestamp()
+WHERE id = %(run_id)s
+RETURNING status, lease_owner IS NOT NULL AS leased;
+
+-- name: lock_run_plain
+SELECT id, status, lease_owner, lease_epoch, cancel_requested_at IS NOT NULL AS cancel_requested
+FROM runs WHERE id = %(run_id)s FOR UPDATE;
+
+-- name: lock_tool_call
+SELECT id, run_id, tool_call_id, state, approval FROM tool_calls
+WHERE id = %(command_id)s FOR UPDATE;
+
+-- name: approve_tool_call
+UPDATE tool_calls SET approval = 'approved', updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND state = 'awaiting_approval' AND approval IS NULL
+RETURNING id;
+
+-- name: reject_tool_call
+UPDATE tool_calls
+SET approval = 'rejected', state = 'rejected', outcome = %(outcome)s,
+    settled_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = %(command_id)s AND state = 'awaiting_approval' AND approval IS NULL
+RETURNING id;
+
+-- name: wake_run
+UPDATE runs SET status = 'pending', available_at = clock_timestamp(),
+       updated_at = clock_timestamp()
+WHERE id = %(run_id)s AND status = 'waiting'
+RETURNING id;
+
+-- name: expired_leases
+-- Runs whose holder stopped heartbeating; rows locked by a live transaction are skipped.
+SELECT id, lease_owner, lease_epoch, attempts, max_attempts,
+       cancel_requested_at IS NOT NULL AS cancel_requested
+FROM runs
+WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: exhausted_pending
+-- Released runs that have used all their attempts can never be claimed again.
+SELECT id FROM runs
+WHERE status = 'pending' AND attempts >= max_attempts
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: expire_checkpoint_history
+-- Retention: keep only the current version of checkpoints of long-finished runs.
+WITH doomed AS (
+    SELECT c.run_id, c.version FROM checkpoints c
+    JOIN runs r ON r.id = c.run_id
+    JOIN frontiers f ON f.run_id = c.run_id
+    WHERE r.finished_at < clock_timestamp() - make_interval(secs => %(retention_s)s)
+      AND c.version < f.version
+    LIMIT %(limit)s
+)
+DELETE FROM checkpoints c USING doomed
+WHERE c.run_id = doomed.run_id AND c.version = doomed.version;
+
+-- name: find_tool_call
+SELECT run_id FROM tool_calls WHERE id = %(command_id)s;
+
+-- name: export_runs
+SELECT * FROM runs WHERE id = %(run_id)s;
+
+-- name: export_checkpoints
+SELECT * FROM checkpoints WHERE run_id = %(run_id)s ORDER BY version;
+
+-- name: export_model_calls
+SELECT * FROM model_calls WHERE run_id = %(run_id)s ORDER BY turn, attempt;
+
+-- name: export_tool_calls
+SELECT * FROM tool_calls WHERE run_id = %(run_id)s ORDER BY turn, position;
+
+-- name: export_budget_ledger
+SELECT * FROM budget_ledger WHERE run_id = %(run_id)s ORDER BY id;
+
+-- name: export_deliveries
+SELECT * FROM deliveries WHERE run_id = %(run_id)s;
+
+-- name: export_events
+SELECT * FROM events WHERE run_id = %(run_id)s ORDER BY id;
+
+-- name: lease_time_left
+SELECT %(expires_at)s::timestamptz > clock_timestamp() AS live;
