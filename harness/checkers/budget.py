@@ -1,0 +1,134 @@
+"""`budget.not_restored`: consumed budgets never go down and never exceed their limits.
+
+Read over the report snapshots in time order, against what the world really served: every
+inference answered 200 was reserved, every logical call that reached a tool was counted,
+and billed tokens are the usage of recorded model results, each a real response, once.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from harness import history as history_module
+from harness import run_report
+from harness.checkers import facts, verdict
+
+INVARIANT = "budget.not_restored"
+ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
+
+
+def _total(usage: dict[str, int] | None) -> int | None:
+    if not usage:
+        return None
+    if "total_tokens" in usage:
+        return usage["total_tokens"]
+    return usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+
+
+def _monotonic(reports: list[run_report.RunReport], failures: list[str]) -> None:
+    last: dict[str, tuple[int, int]] = {}  # budget -> (used, snapshot index)
+    for index, report in enumerate(reports):
+        for name, use in report.budget.items():
+            if name in last and use.used < last[name][0]:
+                failures.append(
+                    f"{name} used went down from {last[name][0]} (snapshot {last[name][1]}) "
+                    f"to {use.used} (snapshot {index})"
+                )
+            last[name] = (use.used, index)
+            if name in (ITERATIONS, TOOL_CALLS) and use.used > use.limit:
+                failures.append(
+                    f"{name} used {use.used} exceeds its limit {use.limit} (snapshot {index})"
+                )
+
+
+def _tokens(
+    history: history_module.TrialHistory,
+    report: run_report.RunReport,
+    failures: list[str],
+    notes: list[str],
+) -> None:
+    tokens = report.budget[TOKENS]
+    recorded = [call for call in report.model_calls if call.state == "recorded"]
+    billed = sum(_total(call.usage) or 0 for call in recorded)
+    if tokens.used != billed:
+        failures.append(
+            f"tokens used {tokens.used} != {billed}, the usage of the report's "
+            f"{len(recorded)} recorded model calls"
+        )
+    served = collections.Counter(
+        (request.turn, _total(request.usage))
+        for request in facts.model_requests(history, answered_only=True)
+    )
+    for call in recorded:
+        wanted = (call.turn, _total(call.usage))
+        if served[wanted] > 0:
+            served[wanted] -= 1
+        else:
+            failures.append(
+                f"recorded model call of turn {call.turn} bills {wanted[1]} tokens, matching "
+                "no unused 200 response of that turn in the model ledger"
+            )
+    if tokens.used > tokens.limit:
+        last = (_total(recorded[-1].usage) or 0) if recorded else 0
+        over = tokens.used - tokens.limit
+        if report.status == "budget_exhausted" and over <= last:
+            notes.append(
+                f"tokens used {tokens.used} exceed the limit {tokens.limit} by {over}, within "
+                f"the last recorded call ({last}): tokens are known only after a call and "
+                "were really consumed"
+            )
+        else:
+            failures.append(
+                f"tokens used {tokens.used} exceed the limit {tokens.limit} by {over} "
+                f"(status {report.status}, last recorded call {last})"
+            )
+
+
+def _ledger_rows(history: history_module.TrialHistory, failures: list[str]) -> None:
+    rows = (history.engine_tables or {}).get("budget_ledger") or []
+    seen: collections.Counter[tuple[str, str]] = collections.Counter(
+        (str(row.get("kind")), str(row.get("ref"))) for row in rows
+    )
+    for (kind, ref), count in seen.items():
+        if count > 1:
+            failures.append(f"budget_ledger has {count} rows for (kind {kind}, ref {ref})")
+
+
+def check(history: history_module.TrialHistory) -> verdict.CheckResult:
+    report = history.final_report
+    if report is None:
+        return verdict.decide(
+            INVARIANT, failures=[], notes=[], unknowns=["no run report"], passed=""
+        )
+    failures: list[str] = []
+    notes: list[str] = []
+    unknowns: list[str] = []
+    _monotonic(history.reports, failures)
+    budget = report.budget
+    missing = [name for name in (ITERATIONS, TOOL_CALLS, TOKENS) if name not in budget]
+    if missing:
+        unknowns.append(f"final report has no budget {missing}")
+    answered = facts.model_requests(history, answered_only=True)
+    if ITERATIONS in budget:
+        used = budget[ITERATIONS].used
+        line = f"{len(answered)} model requests answered 200, iterations used {used}"
+        (failures if len(answered) > used else notes).append(
+            line + (": an inference was not reserved" if len(answered) > used else "")
+        )
+    if TOOL_CALLS in budget:
+        reached = {facts.logical_call(r.tool, r.arguments) for r in facts.tool_requests(history)}
+        used = budget[TOOL_CALLS].used
+        line = f"{len(reached)} distinct calls reached the world, tool_calls used {used}"
+        (failures if len(reached) > used else notes).append(
+            line + (": a call was not counted" if len(reached) > used else "")
+        )
+    if TOKENS in budget:
+        _tokens(history, report, failures, notes)
+    _ledger_rows(history, failures)
+    return verdict.decide(
+        INVARIANT,
+        failures=failures,
+        notes=notes,
+        unknowns=unknowns,
+        passed=f"budgets monotonic and within limits over {len(history.reports)} snapshots",
+    )

@@ -1,0 +1,315 @@
+"""Facts derived from a TrialHistory that several checkers share, so no rule is written twice.
+
+Logical tool calls, this run's hits and model requests, faults with the hit where they
+struck and the moment they ended, tool-message contents, deliveries of this run's reply.
+Hits and world ledgers share one clock (`t`, wall time); `seq` orders within one source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from harness import boundaries
+from harness import history as history_module
+from harness import scenario as scenario_module
+from harness.world import ledger, transcript
+
+# Faults that interrupt a worker; the others mark the end of one.
+INTERRUPTING = frozenset(
+    {"kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart"}
+)
+ENDING = frozenset({"heal", "resume", "pg_start"})
+# Which action ends which fault; a kill ends the moment it happens.
+_ENDED_BY = {
+    "pause": "resume",
+    "db_cut": "heal",
+    "commit_lost": "heal",
+    "commit_dropped": "heal",
+    "latency": "heal",
+    "pg_restart": "pg_start",
+}
+DATABASE_FAULTS = frozenset({"db_cut", "pg_restart"})
+# After-commit points that follow an external call rather than a commit.
+AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"})
+# Where the model's decision for a turn becomes durable.
+DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
+CLAIM_POINT = "run.claimed"
+
+
+@dataclasses.dataclass(frozen=True)
+class LogicalCall:
+    """A tool call as the world sees it: the tool and its arguments, whoever asks."""
+
+    tool: str
+    arguments: str  # canonical JSON
+
+    def __str__(self) -> str:
+        return f"{self.tool}({self.arguments})"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptedCall:
+    id: str
+    turn: int  # 0-based, as ModelRequest.turn (assistant messages before it)
+    call: LogicalCall
+
+
+@dataclasses.dataclass(frozen=True)
+class Interruption:
+    fault: history_module.FaultApplied
+    hit: history_module.BoundaryHit | None  # where it struck, when the step names a point
+    start: float
+    end: float  # math.inf while not healed; == start for a kill
+
+    def overlaps(self, start: float, end: float) -> bool:
+        return self.start <= end and self.end >= start
+
+    def describe(self) -> str:
+        where = f" at {self.hit.point}#{self.hit.occurrence}" if self.hit else ""
+        worker = f" worker {self.fault.worker_id}" if self.fault.worker_id else ""
+        return f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:g})"
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def logical_call(tool: str, arguments: Any) -> LogicalCall:
+    # Arguments may arrive as the JSON string of an OpenAI tool call.
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    return LogicalCall(tool, canonical(arguments))
+
+
+def scripted_calls(history: history_module.TrialHistory) -> dict[str, ScriptedCall]:
+    """tool_call_id -> the logical call the script makes under that id, `{run}` substituted."""
+    calls: dict[str, ScriptedCall] = {}
+    for turn, scripted in enumerate(history.scenario.turns):
+        for call in scripted.tool_calls:
+            arguments = scenario_module.substitute_run_key(call.arguments, history.run_key)
+            calls[call.id] = ScriptedCall(call.id, turn, logical_call(call.name, arguments))
+    return calls
+
+
+def tool_spec(history: history_module.TrialHistory, name: str) -> scenario_module.ToolSpec | None:
+    try:
+        return history.scenario.tool(name)
+    except KeyError:
+        return None
+
+
+def is_non_replayable(history: history_module.TrialHistory, name: str) -> bool:
+    spec = tool_spec(history, name)
+    return spec is not None and spec.replay == "non_replayable"
+
+
+# --- boundary hits -------------------------------------------------------------------
+
+
+def _this_run(history: history_module.TrialHistory, run_id: str | None) -> bool:
+    return run_id is None or history.run_id is None or run_id == history.run_id
+
+
+def run_hits(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
+    """Hits of this run (or with no run id), in the order the harness recorded them."""
+    hits = [hit for hit in history.boundary_hits() if _this_run(history, hit.run_id)]
+    return sorted(hits, key=lambda hit: hit.seq)
+
+
+def is_before_commit(hit: history_module.BoundaryHit) -> bool:
+    return hit.point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+
+
+def is_commit_point(hit: history_module.BoundaryHit) -> bool:
+    """Reported right after a commit of the engine (not after an external call)."""
+    return not is_before_commit(hit) and hit.point not in AFTER_EXTERNAL_CALL
+
+
+def detail_int(hit: history_module.BoundaryHit, name: str) -> int | None:
+    value = hit.detail.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def describe_hit(hit: history_module.BoundaryHit) -> str:
+    worker = f" by {hit.worker_id}" if hit.worker_id else ""
+    return f"{hit.point}#{hit.occurrence}{worker} (hit seq {hit.seq}, t={hit.t:g})"
+
+
+def claims(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
+    return [hit for hit in run_hits(history) if hit.point == CLAIM_POINT]
+
+
+def recoveries(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
+    """Claims after the first one: each means the run was picked up again."""
+    return claims(history)[1:]
+
+
+# --- faults ----------------------------------------------------------------------------
+
+
+def parse_step(label: str | None) -> tuple[str, str, int] | None:
+    """`kill@tools.pending:before_commit#2` -> ("kill", "tools.pending:before_commit", 2)."""
+    if not label or "@" not in label or "#" not in label:
+        return None
+    head, _, occurrence = label.rpartition("#")
+    action, _, point = head.partition("@")
+    try:
+        return action, point, int(occurrence)
+    except ValueError:
+        return None
+
+
+def fault_hit(
+    history: history_module.TrialHistory, fault: history_module.FaultApplied
+) -> history_module.BoundaryHit | None:
+    parsed = parse_step(fault.step)
+    if parsed is None:
+        return None
+    _, point, occurrence = parsed
+    for hit in history.boundary_hits():
+        if hit.point == point and hit.occurrence == occurrence:
+            return hit
+    return None
+
+
+def interruptions(history: history_module.TrialHistory) -> list[Interruption]:
+    """Interrupting faults that were applied, each with its hit and the moment it ended."""
+    faults = sorted(history.faults(), key=lambda fault: fault.seq)
+    used: set[int] = set()
+    found: list[Interruption] = []
+    for index, fault in enumerate(faults):
+        if fault.action not in INTERRUPTING or not fault.ok:
+            continue
+        end = fault.t if fault.action == "kill" else math.inf
+        ender = _ENDED_BY.get(fault.action)
+        for later in faults[index + 1 :]:
+            if later.seq in used or later.action != ender or not later.ok:
+                continue
+            if later.worker_id and fault.worker_id and later.worker_id != fault.worker_id:
+                continue
+            used.add(later.seq)
+            end = later.t
+            break
+        found.append(Interruption(fault, fault_hit(history, fault), fault.t, end))
+    return found
+
+
+def database_down_at_end(history: history_module.TrialHistory) -> list[Interruption]:
+    return [
+        item
+        for item in interruptions(history)
+        if item.fault.action in DATABASE_FAULTS and math.isinf(item.end)
+    ]
+
+
+# --- world ledgers ---------------------------------------------------------------------
+
+
+def model_requests(
+    history: history_module.TrialHistory, *, answered_only: bool = False
+) -> list[ledger.ModelRequest]:
+    """This run's model requests in ledger order; `answered_only`: those answered 200."""
+    requests = [
+        entry
+        for entry in history.model
+        if entry.run_key == history.run_key and (entry.status_code == 200 or not answered_only)
+    ]
+    return sorted(requests, key=lambda entry: entry.seq)
+
+
+def tool_requests(history: history_module.TrialHistory) -> list[ledger.ToolRequest]:
+    return sorted(
+        (entry for entry in history.tools if isinstance(entry, ledger.ToolRequest)),
+        key=lambda entry: entry.seq,
+    )
+
+
+def tool_effects(history: history_module.TrialHistory) -> list[ledger.ToolEffect]:
+    return sorted(
+        (entry for entry in history.tools if isinstance(entry, ledger.ToolEffect)),
+        key=lambda entry: entry.seq,
+    )
+
+
+def tool_queries(history: history_module.TrialHistory) -> list[ledger.ToolQuery]:
+    return sorted(
+        (entry for entry in history.tools if isinstance(entry, ledger.ToolQuery)),
+        key=lambda entry: entry.seq,
+    )
+
+
+def expected_reply(history: history_module.TrialHistory) -> str | None:
+    reply = history.scenario.final_reply
+    return None if reply is None else scenario_module.substitute_run_key(reply, history.run_key)
+
+
+def deliveries(history: history_module.TrialHistory) -> list[ledger.ReplyDelivery]:
+    """Deliveries of this run's reply: by run id, or by content when a run id is missing."""
+    wanted = expected_reply(history)
+    found = []
+    for entry in history.sink:
+        if not isinstance(entry, ledger.ReplyDelivery):
+            continue
+        if entry.run_id is not None and history.run_id is not None:
+            if entry.run_id == history.run_id:
+                found.append(entry)
+        elif wanted is not None and entry.content == wanted:
+            found.append(entry)
+    return sorted(found, key=lambda entry: entry.seq)
+
+
+# --- transcripts -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolMessage:
+    call_id: str
+    index: int  # position in the request's messages
+    content: dict[str, Any] | None  # the parsed JSON object, None when unreadable
+    raw: str | None
+
+
+def tool_messages(request: ledger.ModelRequest) -> list[ToolMessage]:
+    found = []
+    for index, message in enumerate(request.messages):
+        if message.get("role") != "tool":
+            continue
+        call_id = message.get("tool_call_id")
+        text = transcript.text_of(message.get("content"))
+        parsed: Any = None
+        if text is not None:
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+        found.append(
+            ToolMessage(
+                str(call_id),
+                index,
+                parsed if isinstance(parsed, dict) else None,
+                text,
+            )
+        )
+    return found
+
+
+def assistant_call_ids(request: ledger.ModelRequest) -> list[str]:
+    ids = []
+    for message in request.messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                ids.append(call["id"])
+    return ids
+
+
+def final_status(history: history_module.TrialHistory) -> str | None:
+    report = history.final_report
+    return None if report is None else report.status

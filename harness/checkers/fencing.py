@@ -1,0 +1,122 @@
+"""`lease.fencing`: a worker that lost its lease commits nothing afterwards.
+
+A worker W loses the lease when another worker claims the run while W is alive; from then
+until W claims again, W must report no commit point, and (with engine tables) write no
+event. Calls to the world by a stale worker cannot be attributed to it: not judged here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import history as history_module
+from harness.checkers import facts, verdict
+
+INVARIANT = "lease.fencing"
+CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})
+
+
+def _dead_before(history: history_module.TrialHistory, worker: str, seq: int) -> bool:
+    for event in history.events:
+        if event.seq >= seq:
+            continue
+        if isinstance(event, history_module.WorkerEvent) and event.event == "exited":
+            if event.worker_id == worker:
+                return True
+        if isinstance(event, history_module.FaultApplied) and event.action == "kill":
+            if event.worker_id == worker and event.ok:
+                return True
+    return False
+
+
+def _from_hits(history: history_module.TrialHistory, failures: list[str], notes: list[str]) -> int:
+    """Judge the boundary hits; returns the number of handovers seen."""
+    holder: str | None = None
+    fenced: dict[str, history_module.BoundaryHit] = {}  # worker -> claim that fenced it
+    handovers = 0
+    unattributed = 0
+    for hit in facts.run_hits(history):
+        worker = hit.worker_id
+        if worker is None:
+            unattributed += 1
+            continue
+        if hit.point == facts.CLAIM_POINT:
+            fenced.pop(worker, None)
+            if holder is not None and holder != worker:
+                handovers += 1
+                if _dead_before(history, holder, hit.seq):
+                    notes.append(
+                        f"handover from {holder} (gone) to {worker} at {facts.describe_hit(hit)}"
+                    )
+                else:
+                    fenced[holder] = hit
+                    notes.append(
+                        f"{holder} lost its lease to {worker} at {facts.describe_hit(hit)} "
+                        "while still alive"
+                    )
+            holder = worker
+            continue
+        if worker in fenced and facts.is_commit_point(hit):
+            failures.append(
+                f"{worker} committed {facts.describe_hit(hit)} after losing its lease at "
+                f"{facts.describe_hit(fenced[worker])}"
+            )
+    if unattributed:
+        notes.append(f"{unattributed} hits name no worker and were not judged")
+    return handovers
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    return (
+        f"event id {row.get('id')} kind {row.get('kind')} by {row.get('worker_id')} "
+        f"(lease_epoch {row.get('lease_epoch')})"
+    )
+
+
+def _from_events(
+    history: history_module.TrialHistory, failures: list[str], notes: list[str]
+) -> None:
+    rows = [
+        row
+        for row in (history.engine_tables or {}).get("events") or []
+        if row.get("run_id") in (None, history.run_id) or history.run_id is None
+    ]
+    rows.sort(key=lambda row: row.get("id") or 0)
+    holder: str | None = None
+    fenced: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        worker = row.get("worker_id")
+        if not isinstance(worker, str):
+            continue
+        if row.get("kind") in CLAIM_KINDS:
+            fenced.pop(worker, None)
+            if holder is not None and holder != worker:
+                fenced[holder] = row
+            holder = worker
+        elif worker in fenced:
+            failures.append(
+                f"{_row_text(row)} written after {worker} lost its lease at "
+                f"{_row_text(fenced[worker])}"
+            )
+    notes.append(f"{len(rows)} engine events checked")
+
+
+def check(history: history_module.TrialHistory) -> verdict.CheckResult:
+    failures: list[str] = []
+    notes: list[str] = []
+    handovers = _from_hits(history, failures, notes)
+    if history.engine_tables and history.engine_tables.get("events"):
+        _from_events(history, failures, notes)
+    if any(item.fault.action == "pause" for item in facts.interruptions(history)):
+        notes.append(
+            "in-flight remote calls are not fenceable: world requests by a paused, stale "
+            "worker are not judged"
+        )
+    if not handovers:
+        notes.insert(0, "no lease handover happened")
+    return verdict.decide(
+        INVARIANT,
+        failures=failures,
+        notes=notes,
+        passed=f"no commit after a lost lease ({handovers} handovers)",
+    )

@@ -1,0 +1,196 @@
+"""Model-call invariants: `model.once_after_decision` and `model.count`.
+
+Turns are numbered as the model ledger numbers them: the count of assistant messages in
+the request (0-based). A boundary's `detail.turn` is trusted only when it agrees with the
+ledger (a decision cannot be committed before the model answered that turn).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+
+from harness import history as history_module
+from harness.checkers import facts, verdict
+from harness.world import ledger
+
+ONCE_AFTER_DECISION = "model.once_after_decision"
+COUNT = "model.count"
+# Statuses that end a run before the model is needed again.
+_STOPPED_EARLY = frozenset({"budget_exhausted", "cancelled"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    turn: int
+    hit: history_module.BoundaryHit
+    how: str  # "detail.turn" or "time order"
+
+
+def _by_turn(requests: list[ledger.ModelRequest]) -> dict[int, list[ledger.ModelRequest]]:
+    turns: dict[int, list[ledger.ModelRequest]] = collections.defaultdict(list)
+    for request in requests:
+        turns[request.turn].append(request)
+    return dict(sorted(turns.items()))
+
+
+def decisions(
+    history: history_module.TrialHistory, notes: list[str] | None = None
+) -> dict[int, Decision]:
+    """turn -> the hit where its decision was committed (tools.pending or reply.ready).
+
+    `detail.turn` is used when every labelled decision hit agrees with the ledger (it
+    falls between the first answer of its turn and the first request of a later turn);
+    otherwise the engine numbers turns differently and time order decides.
+    """
+    notes = notes if notes is not None else []
+    answered = _by_turn(facts.model_requests(history, answered_only=True))
+    every = facts.model_requests(history)
+    hits = [hit for hit in facts.run_hits(history) if hit.point in facts.DECISION_POINTS]
+
+    def span(turn: int) -> tuple[float, float]:
+        first = answered[turn][0].t if turn in answered else math.inf
+        later = [request.t for request in every if request.turn > turn]
+        return first, min(later, default=math.inf)
+
+    labelled: list[tuple[history_module.BoundaryHit, int]] = []
+    for hit in hits:
+        turn = facts.detail_int(hit, "turn")
+        if turn is not None:
+            labelled.append((hit, turn))
+    disagreeing = [
+        (hit, turn) for hit, turn in labelled if not span(turn)[0] < hit.t < span(turn)[1]
+    ]
+    trust = bool(labelled) and not disagreeing
+    if disagreeing:
+        hit, turn = disagreeing[0]
+        notes.append(
+            f"{facts.describe_hit(hit)} says turn {turn}, which the model ledger contradicts; "
+            "decisions are placed by time order"
+        )
+    found: dict[int, Decision] = {}
+    for turn in answered:
+        first, horizon = span(turn)
+        for hit in hits:
+            if trust and facts.detail_int(hit, "turn") not in (None, turn):
+                continue
+            if first < hit.t < horizon:
+                how = "detail.turn" if trust and "turn" in hit.detail else "time order"
+                found[turn] = Decision(turn, hit, how)
+                break
+    return found
+
+
+def check_once_after_decision(history: history_module.TrialHistory) -> verdict.CheckResult:
+    notes: list[str] = []
+    failures: list[str] = []
+    answered = _by_turn(facts.model_requests(history, answered_only=True))
+    if not answered:
+        return verdict.decide(
+            ONCE_AFTER_DECISION,
+            failures=[],
+            notes=["no model request was answered: no decision to repeat"],
+            passed="no model request",
+        )
+    found = decisions(history, notes)
+    every = _by_turn(facts.model_requests(history))
+    for turn in answered:
+        decision = found.get(turn)
+        if decision is None:
+            notes.append(f"turn {turn}: no decision hit (tools.pending/reply.ready) reported")
+            continue
+        late = [request for request in every.get(turn, []) if request.t > decision.hit.t]
+        for request in late:
+            failures.append(
+                f"turn {turn}: model request seq {request.seq} (t={request.t:g}, status "
+                f"{request.status_code}) after its decision was committed at "
+                f"{facts.describe_hit(decision.hit)}"
+            )
+        if not late:
+            notes.append(
+                f"turn {turn}: decision at {facts.describe_hit(decision.hit)} "
+                f"(by {decision.how}); no model request for the turn after it"
+            )
+    unknowns = []
+    if not found:
+        unknowns.append(
+            "no decision boundary (tools.pending/reply.ready) was reported: cannot tell when "
+            "decisions were committed"
+        )
+    return verdict.decide(
+        ONCE_AFTER_DECISION,
+        failures=failures,
+        notes=notes,
+        unknowns=unknowns,
+        passed=f"no model call after a committed decision ({len(found)} turns checked)",
+    )
+
+
+def _window_interruptions(
+    history: history_module.TrialHistory, start: float, end: float
+) -> list[str]:
+    """Interruptions of a model window: faults active in it, and claims no fault explains."""
+    faults = [item for item in facts.interruptions(history) if item.overlaps(start, end)]
+    described = [item.describe() for item in faults]
+    unpaired = sorted(faults, key=lambda item: item.start)
+    for claim in facts.recoveries(history):
+        if not start < claim.t < end:
+            continue
+        causes = [item for item in unpaired if item.start <= claim.t]
+        if causes:
+            unpaired.remove(causes[-1])  # this claim is the recovery from that fault
+        else:
+            described.append(f"recovery {facts.describe_hit(claim)}")
+    return described
+
+
+def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
+    notes: list[str] = []
+    failures: list[str] = []
+    scripted = len(history.scenario.turns)
+    every = facts.model_requests(history)
+    status = facts.final_status(history)
+    for request in every:
+        if request.turn >= scripted:
+            error = f": {request.error}" if request.error else ""
+            failures.append(
+                f"model request seq {request.seq} asks for turn {request.turn}, beyond the "
+                f"script's {scripted} turns (status {request.status_code}{error})"
+            )
+    answered = _by_turn(facts.model_requests(history, answered_only=True))
+    if not every:
+        if status in _STOPPED_EARLY:
+            notes.append(f"no model request; the run ended {status}")
+        else:
+            failures.append(
+                f"no model request at all for a scenario of {scripted} turns "
+                f"(final status {status or 'unknown: no report'})"
+            )
+    found = decisions(history)
+    for turn, requests in answered.items():
+        start = requests[0].t
+        decision = found.get(turn)
+        later = [request.t for request in every if request.turn > turn]
+        end = decision.hit.t if decision else min(later, default=math.inf)
+        interrupted = _window_interruptions(history, start, end)
+        allowed = 1 + len(interrupted)
+        seqs = ", ".join(str(request.seq) for request in requests)
+        line = (
+            f"turn {turn}: {len(requests)} model calls answered (seq {seqs}), allowed {allowed}"
+            f" = 1 + {len(interrupted)} interruption(s) of its model window"
+            + (f": {'; '.join(interrupted)}" if interrupted else "")
+        )
+        (failures if len(requests) > allowed else notes).append(line)
+    if status == "succeeded":
+        for turn in range(scripted):
+            if turn not in answered:
+                failures.append(
+                    f"turn {turn}: the run succeeded but the model never answered this turn"
+                )
+    return verdict.decide(
+        COUNT,
+        failures=failures,
+        notes=notes,
+        passed=f"model calls within scripted turns plus interruptions ({len(answered)} turns)",
+    )

@@ -1,0 +1,96 @@
+"""`transcript.intact`: the model saw every tool result once, none lost, none invented,
+and the reply delivered is the scripted one.
+
+The model's own per-request transcript check (`problems`) is trusted; on top of it, the
+last request must carry every earlier scripted call answered once, and an `ok` tool
+message must carry what the world answered for that call.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from harness import history as history_module
+from harness.checkers import facts, verdict
+
+INVARIANT = "transcript.intact"
+ANSWERED_OUTCOMES = frozenset({"ok", "deduplicated"})
+
+
+def _world_answers(history: history_module.TrialHistory) -> dict[facts.LogicalCall, set[str]]:
+    answers: dict[facts.LogicalCall, set[str]] = collections.defaultdict(set)
+    for request in facts.tool_requests(history):
+        if request.outcome in ANSWERED_OUTCOMES:
+            call = facts.logical_call(request.tool, request.arguments)
+            answers[call].add(facts.canonical(request.result))
+    return answers
+
+
+def check(history: history_module.TrialHistory) -> verdict.CheckResult:
+    answered = facts.model_requests(history, answered_only=True)
+    failures: list[str] = []
+    notes: list[str] = []
+    if not answered:
+        return verdict.decide(
+            INVARIANT,
+            failures=[],
+            notes=[],
+            unknowns=["no model request was answered: no transcript to check"],
+            passed="",
+        )
+    for request in answered:
+        for problem in request.problems:
+            failures.append(f"model request seq {request.seq} (turn {request.turn}): {problem}")
+
+    # The last request carries every call of the earlier scripted turns, answered once.
+    last = answered[-1]
+    scripted = facts.scripted_calls(history)
+    made = collections.Counter(facts.assistant_call_ids(last))
+    answers = collections.Counter(message.call_id for message in facts.tool_messages(last))
+    expected = [call for call in scripted.values() if call.turn < last.turn]
+    for call in expected:
+        if made[call.id] != 1 or answers[call.id] != 1:
+            failures.append(
+                f"last model request seq {last.seq}: call {call.id!r} {call.call} made "
+                f"{made[call.id]} times and answered {answers[call.id]} times (expected 1 and 1)"
+            )
+    notes.append(
+        f"last model request seq {last.seq} (turn {last.turn}) carries the "
+        f"{len(expected)} earlier scripted calls"
+    )
+
+    # An `ok` tool message carries the world's answer, never an invented one.
+    world = _world_answers(history)
+    seen: set[tuple[str, str | None]] = set()
+    for request in facts.model_requests(history):
+        for message in facts.tool_messages(request):
+            if (message.call_id, message.raw) in seen or message.content is None:
+                continue
+            seen.add((message.call_id, message.raw))
+            if message.content.get("status") != "ok" or message.call_id not in scripted:
+                continue
+            logical = scripted[message.call_id].call
+            result = facts.canonical(message.content.get("result"))
+            where = f"model request seq {request.seq}: ok message for {message.call_id!r} {logical}"
+            if logical not in world:
+                failures.append(f"{where} carries {result}, but the world never answered it ok")
+            elif result not in world[logical]:
+                failures.append(
+                    f"{where} carries {result}, not what the world answered "
+                    f"({', '.join(sorted(world[logical]))})"
+                )
+
+    # The delivered reply is the scripted one.
+    wanted = facts.expected_reply(history)
+    for delivery in facts.deliveries(history):
+        if wanted is not None and delivery.content != wanted:
+            failures.append(
+                f"delivery seq {delivery.seq}: content {delivery.content!r} is not the "
+                f"scripted reply {wanted!r}"
+            )
+    return verdict.decide(
+        INVARIANT,
+        failures=failures,
+        notes=notes,
+        passed=f"{len(answered)} transcripts intact; reply as scripted",
+    )
