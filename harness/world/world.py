@@ -31,9 +31,9 @@ class WorldSnapshot(pydantic.BaseModel):
         default_factory=list
     )
 
-    def entries(self) -> list[ledger.Entry]:
+    def entries(self) -> list[ledger.AnyEntry]:
         """Every entry of the three ledgers in the order things happened."""
-        merged: list[ledger.Entry] = [*self.model, *self.tools, *self.sink]
+        merged: list[ledger.AnyEntry] = [*self.model, *self.tools, *self.sink]
         return sorted(merged, key=lambda entry: entry.seq)
 
     def tool_requests(self, tool: str | None = None) -> list[ledger.ToolRequest]:
