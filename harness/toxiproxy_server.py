@@ -6,7 +6,8 @@
 Lookup: `toxiproxy-server` on PATH, then `$CRASHCERT_CACHE/bin/toxiproxy-server`
 (default cache ~/.cache/crashcert). The server is our direct child, in its own session
 (Ctrl-C does not reach it), with a parent-death signal (Linux): if the harness is SIGKILLed
-the kernel kills it too. `close()`, atexit and SIGTERM/SIGHUP stop it by PID.
+the kernel kills it too. `close()`, atexit and SIGTERM/SIGHUP stop it by PID. Its log is
+an unlinked temp file.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ START_TIMEOUT_S = 15
 STOP_TIMEOUT_S = 10
 BUILD_TIMEOUT_S = 900
 POLL_S = 0.05
+LOG_TAIL_CHARS = 2000
 PR_SET_PDEATHSIG = 1
 HOW_TO_GET = (
     "no Toxiproxy server found: run `python -m harness.toxiproxy_server build` (needs Go; "
@@ -97,11 +99,11 @@ def build(*, timeout_s: float = BUILD_TIMEOUT_S) -> pathlib.Path:
 class ToxiproxyServer:
     """A running Toxiproxy server we started. `client` talks to it; `close()` stops it."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: pathlib.Path):
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log_fd: int) -> None:
         self._process = process
         self.host = HOST
         self.port = port
-        self.log_path = log_path
+        self._log_fd: int | None = log_fd
         self.client = proxy.Toxiproxy(HOST, port)
         self._reaper_key = reaper.register(self.close)
 
@@ -109,8 +111,16 @@ class ToxiproxyServer:
     def pid(self) -> int:
         return self._process.pid
 
+    def log_tail(self, *, chars: int = LOG_TAIL_CHARS) -> str:
+        """The end of the server's output (kept in an unlinked file: nothing to clean up)."""
+        if self._log_fd is None:
+            return ""
+        size = os.fstat(self._log_fd).st_size
+        start = max(0, size - chars)
+        return os.pread(self._log_fd, size - start, start).decode(errors="replace")
+
     def close(self) -> None:
-        """Stop by PID (SIGTERM, then SIGKILL) and remove the log. Idempotent."""
+        """Stop by PID (SIGTERM, then SIGKILL). Idempotent."""
         if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.terminate()
@@ -119,8 +129,10 @@ class ToxiproxyServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(timeout=STOP_TIMEOUT_S)
-        with contextlib.suppress(FileNotFoundError):
-            self.log_path.unlink()
+        if self._log_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._log_fd)
+            self._log_fd = None
         reaper.unregister(self._reaper_key)
 
 
@@ -130,21 +142,23 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
     if binary is None:
         raise errors.EnvironmentProblem(HOW_TO_GET)
     port = embedded.free_port()
+    # The log lives in an unlinked file: even a SIGKILLed harness leaves no file behind.
     fd, log_name = tempfile.mkstemp(prefix="crashcert-toxiproxy-", suffix=".log")
-    log_path = pathlib.Path(log_name)
+    os.unlink(log_name)
     try:
         process = subprocess.Popen(
             [str(binary), "-host", HOST, "-port", str(port)],
             stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
             env={**os.environ, "LOG_LEVEL": "warn"}, preexec_fn=_die_with_parent,
         )
-    finally:
+    except OSError as exc:
         os.close(fd)
-    server = ToxiproxyServer(process, port, log_path)
+        raise errors.EnvironmentProblem(f"cannot start Toxiproxy ({binary}): {exc}") from exc
+    server = ToxiproxyServer(process, port, fd)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not server.client.answers():
         if process.poll() is not None or time.monotonic() > deadline:
-            log = log_path.read_text(errors="replace")[-2000:]
+            log = server.log_tail()
             server.close()
             raise errors.EnvironmentProblem(
                 f"Toxiproxy ({binary}) did not answer on {HOST}:{port} within "

@@ -133,6 +133,10 @@ class EmbeddedServer:
 
     # -- details ---------------------------------------------------------------------------
 
+    @property
+    def watchdog_pid(self) -> int | None:
+        return None if self._watchdog is None else self._watchdog.pid
+
     def postmaster_pid(self) -> int | None:
         """PID from postmaster.pid, if the file is there (it outlives a SIGKILLed postmaster)."""
         try:
