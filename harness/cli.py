@@ -16,13 +16,23 @@ import rich.progress
 from harness import (
     checkers,
     errors,
-    lab as lab_module,
-    matrix as matrix_module,
-    plan as plan_module,
     report,
     run_report,
-    scenario as scenario_module,
     store,
+)
+from harness import (
+    lab as lab_module,
+)
+from harness import (
+    matrix as matrix_module,
+)
+from harness import (
+    plan as plan_module,
+)
+from harness import (
+    scenario as scenario_module,
+)
+from harness import (
     trial as trial_module,
 )
 from harness.checkers import verdict as verdict_module
@@ -73,7 +83,9 @@ def main(verbose: bool) -> None:
 @_engine_option
 @click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
 @click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
-@click.option("--second-kill", is_flag=True, help="Also kill the recovering worker after it claims.")
+@click.option(
+    "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
+)
 @click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
 @click.option("--json", "json_path", default=None, help="Write a JSON report here.")
 @click.option("--junit", "junit_path", default=None, help="Write a JUnit XML report here.")
@@ -91,10 +103,11 @@ def matrix(
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
-    unknown = [f for f in faults.split(",") if f and f not in plan_module.MATRIX_FAULTS]
+    fault_classes = [f.strip() for f in faults.split(",") if f.strip()]
+    unknown = [f for f in fault_classes if f not in plan_module.MATRIX_FAULTS]
     if unknown:
         raise errors.CrashcertError(
-            f"unknown fault classes {unknown}; this version expands: {list(plan_module.MATRIX_FAULTS)}"
+            f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
         )
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
@@ -125,6 +138,7 @@ def matrix(
                 scenarios,
                 out_dir=out_dir,
                 engine_ref=engine_ref,
+                faults=fault_classes,
                 second_kill=second_kill,
                 seed=seed,
                 progress=progress,
@@ -161,7 +175,9 @@ def _write_reports(
 @main.command()
 @_engine_option
 @click.option("--scenario", "scenario_name", required=True, help="Scenario name or file.")
-@click.option("--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1.")
+@click.option(
+    "--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1."
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", default=None)
 @_pg_option
@@ -192,7 +208,9 @@ def run(
     sys.exit(outcome.verdict.exit_code)
 
 
-def _print_results(results: list[verdict_module.CheckResult], verdict: verdict_module.Verdict) -> None:
+def _print_results(
+    results: list[verdict_module.CheckResult], verdict: verdict_module.Verdict
+) -> None:
     for result in results:
         style = report.STYLE[result.verdict]
         console.print(f"[{style}]{result.verdict.value:12}[/] {result.invariant}: {result.summary}")

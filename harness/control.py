@@ -15,11 +15,11 @@ import os
 import socket
 import socketserver
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-from harness import history, recorder as recorder_module
+from harness import history
+from harness import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ class ControlServer:
         self._policy = policy
         self._occurrences: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
-        self._hit_condition = threading.Condition()
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
         self.protocol_errors: list[str] = []
@@ -86,16 +85,7 @@ class ControlServer:
         self, predicate: Callable[[history.BoundaryHit], bool], *, timeout: float
     ) -> history.BoundaryHit | None:
         """Block until a recorded hit satisfies `predicate` (signals, not sleeps)."""
-        deadline = time.monotonic() + timeout
-        with self._hit_condition:
-            while True:
-                for hit in self._recorder.boundary_hits():
-                    if predicate(hit):
-                        return hit
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self._hit_condition.wait(remaining)
+        return self._recorder.wait_for(predicate, timeout=timeout)
 
     def _record(self, message: dict[str, Any]) -> history.BoundaryHit:
         point = str(message["boundary"])
@@ -113,8 +103,6 @@ class ControlServer:
         )
         stamped = self._recorder.append(hit)
         assert isinstance(stamped, history.BoundaryHit)
-        with self._hit_condition:
-            self._hit_condition.notify_all()
         return stamped
 
     def _serve_line(self, line: bytes) -> bool:

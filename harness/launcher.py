@@ -7,7 +7,8 @@ import pathlib
 import threading
 from collections.abc import Callable, Mapping
 
-from harness import history, processes, recorder as recorder_module
+from harness import history, processes
+from harness import recorder as recorder_module
 from harness.engines import adapter as adapter_module
 
 # Given a worker id, the DSN that worker should use (through its own Toxiproxy proxy).

@@ -7,7 +7,10 @@ import pathlib
 import time
 from collections.abc import Callable
 
-from harness import lab as lab_module, plan, scenario as scenario_module, trial as trial_module
+from harness import lab as lab_module
+from harness import plan
+from harness import scenario as scenario_module
+from harness import trial as trial_module
 from harness.checkers import verdict as verdict_module
 
 # Called after each trial (for progress bars): (outcome, done, total or None).
@@ -35,6 +38,7 @@ def run_matrix(
     *,
     out_dir: pathlib.Path,
     engine_ref: str,
+    faults: list[str] | None = None,
     second_kill: bool = False,
     seed: int = 0,
     progress: Progress | None = None,
@@ -55,7 +59,7 @@ def run_matrix(
             progress(baseline, done, None)
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
-        for steps in plan.kill_plans(trace, second_kill=second_kill):
+        for steps in plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill):
             spec = base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)})
             outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
             result.outcomes.append(outcome)

@@ -1,17 +1,52 @@
 """Faults: applied while a worker is held at a boundary. The nemesis decides no verdict.
 
-The plan says *which* fault *where* (point and occurrence); the nemesis carries it out
-from the control channel's thread, records what it did, and heals what it broke.
+The plan says which fault where (point and occurrence); the nemesis carries it out from the
+control channel's thread while the reporting worker is blocked, records what it did, and
+heals what it broke: after `params.heal_after_s`, or at the latest when the trial ends.
+
+- kill: SIGKILL the worker's process group, start a fresh worker.
+- pause: SIGSTOP past the lease until another worker adopts the run; then SIGCONT (a zombie).
+- db_cut: disable the worker's proxy (connections die, none open); heal: enable.
+- commit_lost: swallow server->engine bytes (COMMIT lands, its ack never does);
+  heal: cut the hung connections, remove the toxic.
+- commit_dropped: swallow engine->server bytes (COMMIT never arrives); heal as above.
+- latency: latency far beyond the lease on the worker's link; heal: remove the toxic.
+- pg_restart: `pg_ctl stop -m immediate` under every connection; heal: start Postgres.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from harness import history, launcher as launcher_module, recorder as recorder_module
+from harness import (
+    boundaries,
+    errors,
+    history,
+    postgres,
+)
+from harness import (
+    launcher as launcher_module,
+)
+from harness import (
+    recorder as recorder_module,
+)
 
 log = logging.getLogger(__name__)
+
+# Defaults, in leases: long enough for the lease to lapse and another worker to adopt.
+DEFAULT_HEAL_LEASES = 2.5
+PAUSE_MAX_LEASES = 20
+# Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
+ADOPTER_PROGRESS = frozenset(
+    point
+    for point in boundaries.BOUNDARIES
+    if point not in {"run.claimed", "model.returned", "tool.returned", "reply.sent"}
+)
+
+Heal = Callable[[], None]
 
 
 class Nemesis:
@@ -21,17 +56,19 @@ class Nemesis:
         *,
         launcher: launcher_module.Launcher,
         recorder: recorder_module.Recorder,
+        proxies: Any,  # trial._Proxies: proxy per worker, or none without Toxiproxy
+        pg: postgres.Server,
+        lease_s: float,
     ) -> None:
         self._pending = list(plan)
-        self._applied: list[history.FaultStep] = []
         self._launcher = launcher
         self._recorder = recorder
+        self._proxies = proxies
+        self._pg = pg
+        self._lease_s = lease_s
         self._lock = threading.Lock()
-
-    @property
-    def unapplied(self) -> list[history.FaultStep]:
-        with self._lock:
-            return list(self._pending)
+        self._heals: list[tuple[threading.Timer, Heal, str]] = []
+        self._closed = False
 
     def on_hit(self, hit: history.BoundaryHit) -> None:
         """Control-channel policy: runs while the reporting worker is blocked."""
@@ -44,30 +81,149 @@ class Nemesis:
             for step in due:
                 self._pending.remove(step)
         for step in due:
-            self._apply(step, hit)
+            try:
+                self._apply(step, hit)
+            except errors.CrashcertError as error:
+                self._record(step.action, step, hit, ok=False, note=str(error))
+
+    def close(self) -> None:
+        """Heal everything still broken, now: the next trial must find a whole world."""
+        with self._lock:
+            self._closed = True
+            heals, self._heals = self._heals, []
+        for timer, heal, _ in heals:
+            timer.cancel()
+            heal()
+
+    # -- the faults ---------------------------------------------------------------------
 
     def _apply(self, step: history.FaultStep, hit: history.BoundaryHit) -> None:
         worker = self._launcher.workers.by_pid(hit.pid) or self._launcher.workers.by_id(
             hit.worker_id
         )
-        if worker is None:
-            self._record(step, hit, ok=False, note="no worker of ours reported this hit")
+        if worker is None and step.action != "pg_restart":
+            self._record(step.action, step, hit, ok=False, note="no worker of ours reported it")
             return
+        heal_after = float(step.params.get("heal_after_s", DEFAULT_HEAL_LEASES * self._lease_s))
         if step.action == "kill":
+            assert worker is not None
             worker.kill()
-            self._record(step, hit, ok=True, note=f"SIGKILL process group {worker.pgid}")
-            self._launcher.start()  # a fresh worker recovers the run
-            return
-        self._record(step, hit, ok=False, note=f"fault {step.action!r} is not supported yet")
+            self._record("kill", step, hit, ok=True, note=f"SIGKILL process group {worker.pgid}")
+            self._launcher.start()  # a fresh worker, as a supervisor would start
+        elif step.action == "pause":
+            assert worker is not None
+            self._pause(step, hit, worker)
+        elif step.action == "pg_restart":
+            self._pg.stop_immediate()
+            self._record("pg_restart", step, hit, ok=True, note="pg_ctl stop -m immediate")
+            self._schedule(heal_after, self._pg_start(step, hit), "pg_start")
+        else:
+            proxy = self._proxy(hit)
+            if proxy is None:
+                self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
+                return
+            heal = self._break_link(step, proxy)
+            self._record(step.action, step, hit, ok=True, note=f"proxy {proxy.name}")
+            self._schedule(heal_after, self._healer(step, hit, heal), "heal")
+
+    def _pause(self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
+        worker.pause()
+        self._record("pause", step, hit, ok=True, note=f"SIGSTOP process group {worker.pgid}")
+        limit = float(step.params.get("resume_after_s", PAUSE_MAX_LEASES * self._lease_s))
+
+        def adopter_moved_on(other: history.BoundaryHit) -> bool:
+            return (
+                other.seq > hit.seq
+                and other.worker_id != hit.worker_id
+                and boundaries.base_name(other.point) in ADOPTER_PROGRESS
+                and not other.point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+            )
+
+        adopted = self._recorder.wait_for(adopter_moved_on, timeout=limit)
+        worker.resume()
+        note = (
+            f"SIGCONT after {adopted.worker_id} reached {adopted.point}"
+            if adopted
+            else f"SIGCONT after {limit:.1f}s without adoption"
+        )
+        self._record("resume", step, hit, ok=True, note=note)
+
+    def _break_link(self, step: history.FaultStep, proxy: Any) -> Heal:
+        if step.action == "db_cut":
+            proxy.disable()
+            return proxy.enable
+        if step.action in ("commit_lost", "commit_dropped"):
+            stream = "downstream" if step.action == "commit_lost" else "upstream"
+            # timeout=0: bytes are swallowed and the connection stays open until healed.
+            toxic = proxy.add_toxic("timeout", stream=stream, attributes={"timeout": 0})
+
+            def heal() -> None:
+                proxy.disable()  # the engine's hung connection finally errors out
+                proxy.remove_toxic(toxic)
+                proxy.enable()
+
+            return heal
+        if step.action == "latency":
+            latency_ms = int(step.params.get("latency_ms", 3 * self._lease_s * 1000))
+            toxic = proxy.add_toxic(
+                "latency", stream="downstream", attributes={"latency": latency_ms}
+            )
+            return lambda: proxy.remove_toxic(toxic)
+        raise errors.CrashcertError(f"unknown fault action {step.action!r}")
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def _proxy(self, hit: history.BoundaryHit) -> Any | None:
+        if self._proxies is None:
+            return None
+        return self._proxies.by_worker.get(hit.worker_id or "")
+
+    def _pg_start(self, step: history.FaultStep, hit: history.BoundaryHit) -> Heal:
+        def heal() -> None:
+            self._pg.start()
+            self._record("pg_start", step, hit, ok=True, note="Postgres accepts connections")
+
+        return heal
+
+    def _healer(self, step: history.FaultStep, hit: history.BoundaryHit, heal: Heal) -> Heal:
+        def run() -> None:
+            heal()
+            self._record("heal", step, hit, ok=True, note=f"healed {step.action}")
+
+        return run
+
+    def _schedule(self, delay_s: float, heal: Heal, name: str) -> None:
+        done = threading.Event()
+
+        def once() -> None:
+            if not done.is_set():
+                done.set()
+                try:
+                    heal()
+                except Exception:  # a failed heal must not kill the timer thread silently
+                    log.exception("heal %s failed", name)
+
+        timer = threading.Timer(delay_s, once)
+        timer.daemon = True
+        with self._lock:
+            if self._closed:
+                once()
+                return
+            self._heals.append((timer, once, name))
+        timer.start()
 
     def _record(
-        self, step: history.FaultStep, hit: history.BoundaryHit, *, ok: bool, note: str
+        self,
+        action: str,
+        step: history.FaultStep,
+        hit: history.BoundaryHit,
+        *,
+        ok: bool,
+        note: str,
     ) -> None:
-        with self._lock:
-            self._applied.append(step)
         self._recorder.append(
             history.FaultApplied(
-                action=step.action,
+                action=action,
                 step=step.label(),
                 worker_id=hit.worker_id,
                 pid=hit.pid,

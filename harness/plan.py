@@ -8,11 +8,24 @@ recovering worker a second time right after it claims the run.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from harness import boundaries, errors, history
 
 FAULT_SYNTAX = re.compile(r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+)(#(?P<occurrence>\d+))?$")
-MATRIX_FAULTS = ("kill",)
+MATRIX_FAULTS = (
+    "kill",
+    "pause",
+    "db_cut",
+    "commit_lost",
+    "commit_dropped",
+    "latency",
+    "pg_restart",
+)
+# Faults that only mean something while a transaction waits for its COMMIT.
+COMMIT_FAULTS = frozenset({"commit_lost", "commit_dropped"})
+# After the terminal commit no lease is held: pausing or cutting there proves nothing new.
+HOLDS_LEASE_UNTIL = "run.finished"
 
 
 def parse_fault(text: str) -> history.FaultStep:
@@ -25,7 +38,8 @@ def parse_fault(text: str) -> history.FaultStep:
     point = match["point"]
     if not boundaries.is_known(point):
         raise errors.CrashcertError(
-            f"bad fault {text!r}: unknown point {point!r}; known: {', '.join(boundaries.all_points())}"
+            f"bad fault {text!r}: unknown point {point!r}; "
+            f"known: {', '.join(boundaries.all_points())}"
         )
     try:
         return history.FaultStep(
@@ -60,6 +74,28 @@ def kill_plans(
             claims = sum(1 for seen, _ in upto if seen == "run.claimed")
             again = history.FaultStep(action="kill", point="run.claimed", occurrence=claims + 1)
             plans.append([first, again])
+    return plans
+
+
+def fault_plans(
+    trace: list[tuple[str, int]], faults: list[str], *, second_kill: bool = False
+) -> list[list[history.FaultStep]]:
+    """One trial per applicable (fault, point, occurrence) of the baseline trace."""
+    plans: list[list[history.FaultStep]] = []
+    for fault in faults:
+        if fault not in MATRIX_FAULTS:
+            raise errors.CrashcertError(f"unknown fault class {fault!r}; known: {MATRIX_FAULTS}")
+        if fault == "kill":
+            plans.extend(kill_plans(trace, second_kill=second_kill))
+            continue
+        for point, occurrence in trace:
+            before_commit = point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+            if fault in COMMIT_FAULTS and not before_commit:
+                continue
+            if fault not in COMMIT_FAULTS and boundaries.base_name(point) == HOLDS_LEASE_UNTIL:
+                continue
+            action: Any = fault
+            plans.append([history.FaultStep(action=action, point=point, occurrence=occurrence)])
     return plans
 
 

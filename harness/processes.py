@@ -35,7 +35,7 @@ class Worker:
         self.worker_id = worker_id
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{worker_id}.log"
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in reap()
+        self._log = open(self.log_path, "ab")
         try:
             self.process = subprocess.Popen(
                 list(command),

@@ -45,7 +45,8 @@ class CaseId:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "crashcert_case" not in metafunc.fixturenames:
         return
-    from harness import boundaries, scenario as scenario_module
+    from harness import boundaries
+    from harness import scenario as scenario_module
 
     marker = metafunc.definition.get_closest_marker(MARKER)
     kwargs = marker.kwargs if marker else {}
@@ -109,7 +110,9 @@ class Case:
     session: _Session
 
     def check(self) -> list[Any]:
-        from harness import plan, scenario as scenario_module, trial as trial_module
+        from harness import plan
+        from harness import scenario as scenario_module
+        from harness import trial as trial_module
         from harness.checkers import verdict as verdict_module
 
         lab = self.session.lab(self.case_id.engine)
@@ -120,10 +123,13 @@ class Case:
             engine_ref=self.case_id.engine,
         )
         if key not in self.session.baselines:
-            self.session.baselines[key] = trial_module.run_trial(lab, base, out_dir=self.session.out)
+            self.session.baselines[key] = trial_module.run_trial(
+                lab, base, out_dir=self.session.out
+            )
         baseline = self.session.baselines[key]
         occurrences = [
-            (point, n) for point, n in plan.baseline_trace(baseline.history)
+            (point, n)
+            for point, n in plan.baseline_trace(baseline.history)
             if point == self.case_id.point
         ]
         if not occurrences:

@@ -11,7 +11,8 @@ from typing import Any
 import rich.console
 import rich.table
 
-from harness import boundaries, trial as trial_module
+from harness import boundaries
+from harness import trial as trial_module
 from harness.checkers import verdict as verdict_module
 
 STYLE = {
@@ -56,9 +57,7 @@ def print_summary(
     console.print(table)
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
-            failing = ", ".join(
-                f"{r.invariant}={r.verdict.value}" for r in outcome.failing
-            )
+            failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
             console.print(
                 f"[{STYLE[outcome.verdict]}]{outcome.verdict.value}[/] "
                 f"{outcome.spec.scenario.name} {outcome.spec.label}: {failing}\n"
@@ -137,7 +136,8 @@ def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -
             text = "\n".join(
                 [f"rerun: {outcome.repro}", f"trial: {outcome.directory}"]
                 + [
-                    f"{r.invariant} {r.verdict.value}: {r.summary}\n    " + "\n    ".join(r.evidence)
+                    f"{r.invariant} {r.verdict.value}: {r.summary}\n    "
+                    + "\n    ".join(r.evidence)
                     for r in outcome.failing
                 ]
             )

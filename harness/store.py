@@ -1,12 +1,12 @@
 """Trial directories: everything needed to understand, re-check and rerun one trial.
 
-    <out>/<scenario>/<label>/
-        scenario.yaml   the scenario as run
-        meta.json       seed, plan, command line, git revision, engine, timings
-        history.jsonl   the TrialHistory as JSON lines (header, events, ledgers, reports)
-        workers/*.log   each worker's output
-        verdicts.json   each invariant's verdict and evidence
-        repro.txt       one command that reruns exactly this trial
+<out>/<scenario>/<label>/
+    scenario.yaml   the scenario as run
+    meta.json       seed, plan, command line, git revision, engine, timings
+    history.jsonl   the TrialHistory as JSON lines (header, events, ledgers, reports)
+    workers/*.log   each worker's output
+    verdicts.json   each invariant's verdict and evidence
+    repro.txt       one command that reruns exactly this trial
 """
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ HEADER_FIELDS = (
     "ended_at",
     "harness_error",
 )
-STREAMS = {"event": "events", "model": "model", "tool": "tools", "sink": "sink", "report": "reports"}
+STREAMS = {
+    "event": "events",
+    "model": "model",
+    "tool": "tools",
+    "sink": "sink",
+    "report": "reports",
+}
 
 
 def safe_name(text: str) -> str:

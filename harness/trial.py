@@ -22,13 +22,23 @@ from harness import (
     control,
     errors,
     history,
-    launcher as launcher_module,
-    lab as lab_module,
-    nemesis as nemesis_module,
-    recorder as recorder_module,
     run_report,
-    scenario as scenario_module,
     store,
+)
+from harness import (
+    lab as lab_module,
+)
+from harness import (
+    launcher as launcher_module,
+)
+from harness import (
+    nemesis as nemesis_module,
+)
+from harness import (
+    recorder as recorder_module,
+)
+from harness import (
+    scenario as scenario_module,
 )
 from harness.checkers import verdict as verdict_module
 from harness.world import world as world_module
@@ -91,9 +101,7 @@ def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.
     )
 
 
-def run_trial(
-    lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path
-) -> TrialOutcome:
+def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
     trial_id = uuid.uuid4().hex[:10]
     directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
     trial = history.TrialHistory(
@@ -179,10 +187,18 @@ def _execute(
             recorder=recorder,
             trial_id=trial.trial_id,
         )
-        nemesis = nemesis_module.Nemesis(spec.plan, launcher=launcher, recorder=recorder)
+        nemesis = nemesis_module.Nemesis(
+            spec.plan,
+            launcher=launcher,
+            recorder=recorder,
+            proxies=proxies,
+            pg=lab.pg,
+            lease_s=engine.lease_ms / 1000.0,
+        )
         server = control.ControlServer(socket_path, recorder, policy=nemesis.on_hit)
         server.start()
         stack.callback(server.stop)
+        stack.callback(nemesis.close)  # runs first: heal everything before anything stops
         try:
             run_id = engine.submit(dsn, build_input(spec.scenario, trial.run_key))
             trial.run_id = run_id
@@ -190,6 +206,7 @@ def _execute(
                 launcher.start()
             _wait_terminal(engine, dsn, trial, server, launcher, spec)
         finally:
+            nemesis.close()
             launcher.close()
             trial.events = recorder.events()
             faults = trial.faults()

@@ -18,7 +18,8 @@ from typing import Any
 import pydantic
 import yaml
 
-from harness import boundaries as boundaries_module, errors, run_report
+from harness import boundaries as boundaries_module
+from harness import errors, run_report
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -117,7 +118,7 @@ class CommandEngine:
             run_id = json.loads(out)["run_id"]
         except (ValueError, KeyError, TypeError):
             raise errors.CrashcertError(
-                f"engine {self.name}: submit must print {{\"run_id\": ...}}, got {out[:500]!r}"
+                f'engine {self.name}: submit must print {{"run_id": ...}}, got {out[:500]!r}'
             ) from None
         return str(run_id)
 
@@ -163,7 +164,9 @@ def load(path: str | pathlib.Path) -> CommandEngine:
 
 
 def reference_description_path() -> pathlib.Path:
-    return pathlib.Path(__file__).resolve().parent.parent.parent / "reference_engine" / "engine.yaml"
+    return (
+        pathlib.Path(__file__).resolve().parent.parent.parent / "reference_engine" / "engine.yaml"
+    )
 
 
 def find(name_or_path: str | None) -> CommandEngine:
