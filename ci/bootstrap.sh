@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# CI entry point.
+#   bash ci/bootstrap.sh test              # the pytest suite
+#   bash ci/bootstrap.sh matrix [args...]  # crashcert matrix "$@"
+# Creates .venv (if missing), installs the project with its dev extras, makes sure the
+# Toxiproxy server exists, then runs the command. CI=true makes a missing Toxiproxy fatal.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() {
+    echo "usage: bash ci/bootstrap.sh test | matrix [args...]" >&2
+    exit 2
+}
+
+[[ $# -ge 1 ]] || usage
+command=$1
+shift
+case "$command" in
+    test | matrix) ;;
+    *) usage ;;
+esac
+
+python=${PYTHON:-python3}
+venv=.venv
+stamp=$venv/.crashcert-installed
+
+if [[ ! -x $venv/bin/python ]]; then
+    echo "bootstrap: creating $venv" >&2
+    "$python" -m venv "$venv"
+fi
+# Reinstall only when pyproject.toml changed since the last install (editable: code is live).
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+    echo "bootstrap: installing crashcert[dev] into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+    touch "$stamp"
+fi
+
+if [[ ${CI:-} == "true" ]]; then
+    export CRASHCERT_REQUIRE_TOXIPROXY=1
+fi
+
+if toxiproxy=$("$venv/bin/python" -m harness.toxiproxy_server build); then
+    echo "bootstrap: toxiproxy server: $toxiproxy" >&2
+elif [[ ${CRASHCERT_REQUIRE_TOXIPROXY:-} == "1" ]]; then
+    echo "bootstrap: Toxiproxy is required (CRASHCERT_REQUIRE_TOXIPROXY=1) and could not be built" >&2
+    exit 1
+else
+    echo "bootstrap: WARNING: no Toxiproxy server; network-fault tests will fail" \
+        "(set CRASHCERT_SKIP_TOXIPROXY=1 to skip them)" >&2
+fi
+
+case "$command" in
+    test)
+        status=0
+        "$venv/bin/python" -m pytest -q || status=$?
+        if [[ $status -eq 5 ]]; then
+            echo "bootstrap: pytest collected no tests; that is a failure, not a pass" >&2
+            exit 1
+        fi
+        exit "$status"
+        ;;
+    matrix)
+        exec "$venv/bin/crashcert" matrix "$@"
+        ;;
+esac
