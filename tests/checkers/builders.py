@@ -1,0 +1,537 @@
+"""Literal trial histories for checker tests: a refund scenario and a step-by-step builder.
+
+`Trial` plays an engine and the world on one fake clock (seq and t grow by one per
+record), so a test reads like the trial it describes:
+
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_turn(0)
+    ...
+    history = trial.build()
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness import history as history_module
+from harness import run_report
+from harness import scenario as scenario_module
+from harness.world import ledger
+
+RUN_KEY = "rk-7"
+RUN_ID = "run-1"
+ORDER = f"ord-{RUN_KEY}"
+LOOKUP_RESULT = {"order_id": "ord-1", "amount_cents": 4999, "refundable": True}
+REFUND_RESULT = {"refund_id": "rf-1", "status": "refunded"}
+REPLY = f"Your order {ORDER} has been refunded."
+USAGE = [(220, 18), (300, 25), (380, 30)]  # (prompt, completion) per turn
+TICK = 0.1  # seconds between two records on the fake clock
+
+
+def refund_scenario(
+    *,
+    sink_queryable: bool = True,
+    refund_queryable: bool = True,
+    refund_honours_key: bool = False,
+    expect: str = "succeeded",
+    deadline_s: float = 20.0,
+) -> scenario_module.Scenario:
+    return scenario_module.parse(
+        {
+            "name": "refund",
+            "input": {"user": "Order ord-{run} arrived broken. Please refund it."},
+            "budgets": {"iterations": 6, "tool_calls": 4, "tokens": 5000},
+            "tools": [
+                {
+                    "name": "lookup_order",
+                    "replay": "replayable",
+                    "effect": "read",
+                    "behaviour": {"result": LOOKUP_RESULT},
+                },
+                {
+                    "name": "refund_order",
+                    "replay": "non_replayable",
+                    "effect": "write",
+                    "queryable": refund_queryable,
+                    "honours_idempotency_key": refund_honours_key,
+                    "behaviour": {"result": REFUND_RESULT},
+                },
+            ],
+            "turns": [
+                {
+                    "tool_calls": [
+                        {
+                            "id": "call_lookup",
+                            "name": "lookup_order",
+                            "arguments": {"order_id": "ord-{run}"},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": USAGE[0][0], "completion_tokens": USAGE[0][1]},
+                },
+                {
+                    "tool_calls": [
+                        {
+                            "id": "call_refund",
+                            "name": "refund_order",
+                            "arguments": {"order_id": "ord-{run}", "amount_cents": 4999},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": USAGE[1][0], "completion_tokens": USAGE[1][1]},
+                },
+                {
+                    "content": "Your order ord-{run} has been refunded.",
+                    "usage": {"prompt_tokens": USAGE[2][0], "completion_tokens": USAGE[2][1]},
+                },
+            ],
+            "sink": {"queryable": sink_queryable},
+            "deadline_s": deadline_s,
+            "expect": {"status": expect},
+        }
+    )
+
+
+def ok(result: Any) -> dict[str, Any]:
+    return {"status": "ok", "result": result}
+
+
+UNKNOWN = {"status": "outcome_unknown", "note": "The action may have happened."}
+
+
+class Trial:
+    """Builds a TrialHistory record by record; the high-level steps play a correct engine."""
+
+    def __init__(self, scenario: scenario_module.Scenario | None = None) -> None:
+        self.scenario = scenario or refund_scenario()
+        self.clock = 0
+        self.events: list[
+            history_module.BoundaryHit | history_module.FaultApplied | history_module.WorkerEvent
+        ] = []
+        self.model: list[ledger.ModelRequest] = []
+        self.tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = []
+        self.sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = []
+        self.reports: list[run_report.RunReport] = []
+        self.occurrences: dict[str, int] = {}
+        self.worker = "w-1"
+        self.version = 0
+        self.phase: str = "model_ready"
+        # What the engine has durably recorded, for the report.
+        self.iterations = 0
+        self.recorded: list[run_report.ModelCallReport] = []
+        self.tool_states: dict[str, str] = {}
+        self.answers: dict[str, dict[str, Any]] = {}  # tool messages the engine will send
+        self.engine_tables: dict[str, list[dict[str, Any]]] | None = None
+        self.harness_error: str | None = None
+        self.healed_at: float | None = None
+        self.finished_at: float | None = None
+
+    # --- low level ------------------------------------------------------------------
+
+    def tick(self) -> tuple[int, float]:
+        self.clock += 1
+        return self.clock, self.now
+
+    @property
+    def now(self) -> float:
+        return round(self.clock * TICK, 6)
+
+    def hit(
+        self, point: str, *, worker: str | None = None, **detail: Any
+    ) -> history_module.BoundaryHit:
+        self.occurrences[point] = self.occurrences.get(point, 0) + 1
+        seq, t = self.tick()
+        if not point.endswith(":before_commit") and "frontier_version" not in detail:
+            detail = {"frontier_version": self.version, "phase": self.phase, **detail}
+        hit = history_module.BoundaryHit(
+            seq=seq,
+            t=t,
+            point=point,
+            occurrence=self.occurrences[point],
+            run_id=RUN_ID,
+            worker_id=worker or self.worker,
+            pid=100,
+            detail={key: value for key, value in detail.items() if value is not None},
+        )
+        self.events.append(hit)
+        return hit
+
+    def checkpoint(
+        self, point: str, phase: str | None, **detail: Any
+    ) -> history_module.BoundaryHit:
+        """`point:before_commit`, the commit (a new frontier version with a phase), `point`."""
+        self.hit(f"{point}:before_commit", **detail)
+        if phase is not None:
+            self.version += 1
+            self.phase = phase
+        return self.hit(point, **detail)
+
+    def fault(
+        self,
+        action: str,
+        at: history_module.BoundaryHit | None = None,
+        *,
+        worker: str | None = None,
+        ok: bool = True,
+    ) -> history_module.FaultApplied:
+        seq, t = self.tick()
+        # FaultStep.label()'s format: action@point#occurrence
+        step = f"{action}@{at.point}#{at.occurrence}" if at is not None else None
+        fault = history_module.FaultApplied(
+            seq=seq,
+            t=t,
+            action=action,
+            step=step,
+            worker_id=worker or (at.worker_id if at else None),
+            ok=ok,
+        )
+        self.events.append(fault)
+        return fault
+
+    def worker_event(self, event: str, worker: str) -> None:
+        seq, t = self.tick()
+        self.events.append(
+            history_module.WorkerEvent.model_validate(
+                {"seq": seq, "t": t, "event": event, "worker_id": worker, "pid": 100}
+            )
+        )
+
+    def messages(self, turn: int) -> list[dict[str, Any]]:
+        """The transcript of a correct engine asking for `turn`."""
+        user = scenario_module.substitute_run_key(self.scenario.input.user, RUN_KEY)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.scenario.input.system},
+            {"role": "user", "content": f"{user}\n[crashcert-run: {RUN_KEY}]"},
+        ]
+        for earlier in self.scenario.turns[:turn]:
+            messages.append(self.assistant(earlier))
+            for call in earlier.tool_calls:
+                content = self.answers.get(call.id, {"status": "error", "error": "missing"})
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": json.dumps(content)}
+                )
+        return messages
+
+    def assistant(self, turn: scenario_module.Turn) -> dict[str, Any]:
+        if turn.content is not None:
+            return {
+                "role": "assistant",
+                "content": scenario_module.substitute_run_key(turn.content, RUN_KEY),
+            }
+        calls = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": json.dumps(
+                        scenario_module.substitute_run_key(call.arguments, RUN_KEY)
+                    ),
+                },
+            }
+            for call in turn.tool_calls
+        ]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+
+    def model_request(
+        self,
+        turn: int,
+        *,
+        status: int = 200,
+        messages: list[dict[str, Any]] | None = None,
+        problems: list[str] | None = None,
+        error: str | None = None,
+    ) -> ledger.ModelRequest:
+        seq, t = self.tick()
+        scripted = self.scenario.turns[turn] if turn < len(self.scenario.turns) else None
+        answered = status == 200 and scripted is not None
+        usage = None
+        if answered and scripted is not None:
+            usage = {
+                "prompt_tokens": scripted.usage.prompt_tokens,
+                "completion_tokens": scripted.usage.completion_tokens,
+                "total_tokens": scripted.usage.total_tokens,
+            }
+        entry = ledger.ModelRequest(
+            seq=seq,
+            t=t,
+            run_key=RUN_KEY,
+            turn=turn,
+            messages=messages if messages is not None else self.messages(turn),
+            status_code=status,
+            response=self.assistant(scripted) if answered and scripted is not None else None,
+            usage=usage,
+            problems=problems or [],
+            error=error,
+        )
+        self.model.append(entry)
+        return entry
+
+    def tool_request(
+        self,
+        call_id: str,
+        *,
+        key: str | None = "default",
+        outcome: str = "ok",
+        effect: bool | None = None,
+        arguments: Any = None,
+    ) -> ledger.ToolRequest:
+        call = self.scripted_call(call_id)
+        spec = self.scenario.tool(call.name)
+        seq, t = self.tick()
+        request = ledger.ToolRequest(
+            seq=seq,
+            t=t,
+            tool=call.name,
+            key=f"key-{call_id}" if key == "default" else key,
+            arguments=arguments
+            if arguments is not None
+            else scenario_module.substitute_run_key(call.arguments, RUN_KEY),
+            status_code={"ok": 200, "deduplicated": 200, "effect_then_failed": 500}.get(
+                outcome, 503
+            ),
+            outcome=outcome,
+            result=spec.behaviour.result
+            if outcome in ("ok", "deduplicated", "effect_then_failed")
+            else None,
+        )
+        self.tools.append(request)
+        if effect is None:
+            effect = outcome in ("ok", "effect_then_failed")
+        if effect:
+            seq, t = self.tick()
+            self.tools.append(
+                ledger.ToolEffect(
+                    seq=seq,
+                    t=t,
+                    tool=request.tool,
+                    key=request.key,
+                    arguments=request.arguments,
+                    request_seq=request.seq,
+                )
+            )
+        return request
+
+    def tool_query(self, call_id: str, *, found: bool, key: str | None = None) -> ledger.ToolQuery:
+        call = self.scripted_call(call_id)
+        seq, t = self.tick()
+        query = ledger.ToolQuery(
+            seq=seq, t=t, tool=call.name, key=key or f"key-{call_id}", found=found
+        )
+        self.tools.append(query)
+        return query
+
+    def delivery(
+        self, *, content: str | None = None, key: str = "reply-run-1", run_id: str | None = RUN_ID
+    ) -> ledger.ReplyDelivery:
+        text = REPLY if content is None else content
+        seq, t = self.tick()
+        request = ledger.ReplyRequest(
+            seq=seq, t=t, key=key, run_id=run_id, content=text, status_code=200, outcome="delivered"
+        )
+        seq, t = self.tick()
+        delivered = ledger.ReplyDelivery(
+            seq=seq, t=t, key=key, run_id=run_id, content=text, request_seq=request.seq
+        )
+        self.sink.extend([request, delivered])
+        return delivered
+
+    def scripted_call(self, call_id: str) -> scenario_module.ScriptedToolCall:
+        for turn in self.scenario.turns:
+            for call in turn.tool_calls:
+                if call.id == call_id:
+                    return call
+        raise KeyError(call_id)
+
+    # --- a correct engine, step by step ------------------------------------------------
+
+    def claim(self, worker: str) -> history_module.BoundaryHit:
+        self.worker = worker
+        return self.hit("run.claimed")
+
+    def model_call(self, turn: int) -> ledger.ModelRequest:
+        """model.pending (a new iteration), the request, model.returned."""
+        self.checkpoint("model.pending", "model_pending", turn=turn)
+        self.iterations += 1
+        request = self.model_request(turn)
+        self.hit("model.returned", turn=turn)
+        return request
+
+    def decide(self, turn: int) -> history_module.BoundaryHit:
+        """The decision of `turn` committed: tools.pending or reply.ready."""
+        scripted = self.scenario.turns[turn]
+        usage = {
+            "prompt_tokens": scripted.usage.prompt_tokens,
+            "completion_tokens": scripted.usage.completion_tokens,
+            "total_tokens": scripted.usage.total_tokens,
+        }
+        self.recorded.append(run_report.ModelCallReport(turn=turn, state="recorded", usage=usage))
+        for call in scripted.tool_calls:
+            self.tool_states[call.id] = "reserved"
+        if scripted.tool_calls:
+            return self.checkpoint("tools.pending", "tools_pending", turn=turn)
+        return self.checkpoint("reply.ready", "reply_ready", turn=turn)
+
+    def model_turn(self, turn: int) -> history_module.BoundaryHit:
+        self.model_call(turn)
+        return self.decide(turn)
+
+    def start_tool(self, call_id: str) -> history_module.BoundaryHit:
+        self.tool_states[call_id] = "started"
+        return self.checkpoint("tool.started", None, tool_call_id=call_id)
+
+    def finish_tool(
+        self, call_id: str, *, key: str | None = "default"
+    ) -> history_module.BoundaryHit:
+        """The request (answered ok), tool.returned, tool.settled."""
+        request = self.tool_request(call_id, key=key)
+        returned = self.hit("tool.returned", tool_call_id=call_id)
+        self.settle(call_id, "succeeded", ok(request.result))
+        return returned
+
+    def settle(self, call_id: str, state: str, answer: dict[str, Any]) -> None:
+        self.tool_states[call_id] = state
+        self.answers[call_id] = answer
+        self.checkpoint("tool.settled", None, tool_call_id=call_id)
+
+    def run_tool(self, call_id: str) -> None:
+        self.start_tool(call_id)
+        self.finish_tool(call_id)
+
+    def close_round(self) -> history_module.BoundaryHit:
+        return self.checkpoint("model.ready", "model_ready")
+
+    def deliver(self) -> None:
+        self.checkpoint("reply.sending", None)
+        self.delivery()
+        self.hit("reply.sent")
+
+    def finish(self, status: str = "succeeded") -> None:
+        self.checkpoint("run.finished", None)
+        self.report(status)
+        self.finished_at = self.now
+
+    def report(self, status: str = "succeeded", **overrides: Any) -> run_report.RunReport:
+        tokens = sum((call.usage or {}).get("total_tokens", 0) for call in self.recorded)
+        budgets = self.scenario.budgets
+        started = [cid for cid, state in self.tool_states.items() if state != "reserved"]
+        fields: dict[str, Any] = {
+            "run_id": RUN_ID,
+            "status": status,
+            "attempts": 1,
+            "frontier": {"phase": self.phase, "version": self.version},
+            "model_calls": [call.model_dump() for call in self.recorded],
+            "tool_calls": [
+                {
+                    "id": cid,
+                    "name": self.scripted_call(cid).name,
+                    "key": f"key-{cid}",
+                    "state": state,
+                    "turn": self.turn_of(cid),
+                }
+                for cid, state in self.tool_states.items()
+            ],
+            "budget": {
+                "iterations": {"used": self.iterations, "limit": budgets.iterations},
+                "tool_calls": {"used": len(started), "limit": budgets.tool_calls},
+                "tokens": {"used": tokens, "limit": budgets.tokens},
+            },
+            "delivery": {"state": "delivered" if self.sink else "none"},
+        }
+        fields.update(overrides)
+        report = run_report.RunReport.model_validate(fields)
+        self.reports.append(report)
+        return report
+
+    def turn_of(self, call_id: str) -> int:
+        for index, turn in enumerate(self.scenario.turns):
+            if any(call.id == call_id for call in turn.tool_calls):
+                return index
+        raise KeyError(call_id)
+
+    def build(self) -> history_module.TrialHistory:
+        return history_module.TrialHistory(
+            trial_id="t-1",
+            engine="test",
+            scenario=self.scenario,
+            run_key=RUN_KEY,
+            run_id=RUN_ID,
+            events=self.events,
+            model=self.model,
+            tools=self.tools,
+            sink=self.sink,
+            reports=self.reports,
+            engine_tables=self.engine_tables,
+            started_at=0.0,
+            healed_at=self.healed_at,
+            finished_at=self.finished_at,
+            ended_at=self.now + TICK,
+            harness_error=self.harness_error,
+        )
+
+
+def clean_trial(scenario: scenario_module.Scenario | None = None) -> Trial:
+    """One worker runs the refund scenario start to end without a fault."""
+    trial = Trial(scenario)
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.run_tool("call_lookup")
+    trial.close_round()
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    trial.model_turn(2)
+    trial.deliver()
+    trial.finish()
+    return trial
+
+
+def clean() -> history_module.TrialHistory:
+    return clean_trial().build()
+
+
+def without_detail(history: history_module.TrialHistory) -> history_module.TrialHistory:
+    """The same history from an engine that puts no detail in its hits."""
+    events = [
+        event.model_copy(update={"detail": {}})
+        if isinstance(event, history_module.BoundaryHit)
+        else event
+        for event in history.events
+    ]
+    return history.model_copy(update={"events": events})
+
+
+def evidence(result: Any) -> str:
+    """All of a result's evidence as one string, for `in` assertions."""
+    return "\n".join(result.evidence)
+
+
+def first_round(trial: Trial, worker: str = "w-1") -> Trial:
+    """Claim, turn 0 and its lookup, round closed: the model is needed for turn 1 next."""
+    trial.claim(worker)
+    trial.model_turn(0)
+    trial.run_tool("call_lookup")
+    trial.close_round()
+    return trial
+
+
+def refund_round(trial: Trial) -> Trial:
+    """Turn 1 and its refund, round closed."""
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    return trial
+
+
+def last_turn(trial: Trial, status: str = "succeeded") -> Trial:
+    """Turn 2, the delivery, the end."""
+    trial.model_turn(2)
+    trial.deliver()
+    trial.finish(status)
+    return trial
+
+
+def kill(trial: Trial, hit: history_module.BoundaryHit) -> None:
+    """SIGKILL the worker held at `hit`; the process exits."""
+    trial.fault("kill", hit)
+    trial.worker_event("exited", hit.worker_id or trial.worker)

@@ -1,0 +1,154 @@
+"""model.once_after_decision and model.count."""
+
+from __future__ import annotations
+
+from harness.checkers import model, verdict
+from tests.checkers import builders
+
+V = verdict.Verdict
+
+
+def killed_at_model_returned(extra_calls: int = 0) -> builders.Trial:
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    builders.kill(trial, trial.events[-1])  # held at model.returned
+    trial.claim("w-2")
+    for _ in range(extra_calls):
+        trial.model_call(1)
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    return builders.last_turn(trial)
+
+
+def forgot_decision() -> builders.Trial:
+    """Killed after tools.pending committed; the next worker asks the model again."""
+    trial = builders.first_round(builders.Trial())
+    decided = trial.model_turn(1)
+    builders.kill(trial, decided)
+    trial.claim("w-2")
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    return builders.last_turn(trial)
+
+
+def test_clean_passes() -> None:
+    history = builders.clean()
+    assert model.check_once_after_decision(history).verdict is V.PASS
+    assert model.check_count(history).verdict is V.PASS
+
+
+def test_interrupted_model_window_allows_one_extra_call() -> None:
+    history = killed_at_model_returned().build()
+    assert model.check_once_after_decision(history).verdict is V.PASS
+    counted = model.check_count(history)
+    assert counted.verdict is V.PASS
+    assert "turn 1: 2 model calls answered" in builders.evidence(counted)
+    assert "allowed 2 = 1 + 1 interruption(s)" in builders.evidence(counted)
+    assert "kill at model.returned#2" in builders.evidence(counted)
+
+
+def test_a_model_call_after_the_committed_decision_fails() -> None:
+    history = forgot_decision().build()
+    result = model.check_once_after_decision(history)
+    assert result.verdict is V.FAIL
+    repeat = [r for r in history.model if r.turn == 1][1]
+    assert f"turn 1: model request seq {repeat.seq}" in result.summary
+    assert "tools.pending#2 by w-1" in result.summary
+
+
+def test_once_after_decision_without_detail_uses_time_order() -> None:
+    history = builders.without_detail(forgot_decision().build())
+    result = model.check_once_after_decision(history)
+    assert result.verdict is V.FAIL
+    assert "tools.pending#2" in result.summary
+
+
+def test_once_after_decision_ignores_a_turn_numbering_that_contradicts_the_ledger() -> None:
+    trial = forgot_decision()
+    for index, event in enumerate(trial.events):
+        turn = getattr(event, "detail", {}).get("turn")
+        if turn is not None:  # an engine counting turns from 1
+            detail = {**event.detail, "turn": turn + 1}  # type: ignore[union-attr]
+            trial.events[index] = event.model_copy(update={"detail": detail})
+    result = model.check_once_after_decision(trial.build())
+    assert result.verdict is V.FAIL
+    assert "contradicts" in builders.evidence(result)
+
+
+def test_no_decision_hit_is_inconclusive() -> None:
+    history = builders.clean()
+    events = [
+        e
+        for e in history.events
+        if getattr(e, "point", None) not in ("tools.pending", "reply.ready")
+    ]
+    result = model.check_once_after_decision(history.model_copy(update={"events": events}))
+    assert result.verdict is V.INCONCLUSIVE
+
+
+def test_repeated_decision_also_breaks_the_count() -> None:
+    result = model.check_count(forgot_decision().build())
+    assert result.verdict is V.FAIL
+    assert "turn 1: 2 model calls answered" in result.summary
+    assert "allowed 1 = 1 + 0 interruption(s)" in result.summary
+
+
+def test_more_calls_than_interruptions_fails() -> None:
+    history = killed_at_model_returned(extra_calls=1).build()
+    result = model.check_count(history)
+    assert result.verdict is V.FAIL
+    seqs = ", ".join(str(r.seq) for r in history.model if r.turn == 1)
+    assert f"turn 1: 3 model calls answered (seq {seqs}), allowed 2" in result.summary
+
+
+def test_uninterrupted_retry_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    trial.model_call(1)
+    trial.decide(1)
+    result = model.check_count(trial.build())
+    assert result.verdict is V.FAIL
+    assert "turn 1: 2 model calls answered" in result.summary
+
+
+def test_a_recovery_claim_without_a_fault_counts_as_an_interruption() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    trial.claim("w-2")  # w-1's lease lapsed on its own
+    trial.model_turn(1)
+    result = model.check_count(trial.build())
+    assert result.verdict is V.PASS
+    assert "recovery run.claimed#2 by w-2" in builders.evidence(result)
+
+
+def test_request_beyond_the_script_fails() -> None:
+    trial = builders.clean_trial()
+    trial.model_request(3, status=400, error="script exhausted: scenario 'refund' has 3 turns")
+    result = model.check_count(trial.build())
+    assert result.verdict is V.FAIL
+    assert "asks for turn 3, beyond the script's 3 turns" in result.summary
+    assert "script exhausted" in result.summary
+
+
+def test_no_model_request_fails_unless_the_run_stopped_early() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.report("failed")
+    result = model.check_count(trial.build())
+    assert result.verdict is V.FAIL
+    assert (
+        "no model request at all for a scenario of 3 turns (final status failed)" in result.summary
+    )
+    trial.reports = []
+    trial.report("budget_exhausted")
+    assert model.check_count(trial.build()).verdict is V.PASS
+
+
+def test_success_with_a_turn_never_answered_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.report("succeeded")
+    result = model.check_count(trial.build())
+    assert result.verdict is V.FAIL
+    assert "turn 1: the run succeeded but the model never answered" in builders.evidence(result)
