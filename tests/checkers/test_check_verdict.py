@@ -68,7 +68,7 @@ def test_only_runs_the_named_checkers_in_order() -> None:
 
 
 def test_only_rejects_unknown_ids() -> None:
-    with pytest.raises(errors.CrashcertError, match="model.cuont"):
+    with pytest.raises(errors.CrashcertError, match=r"model\.cuont"):
         checkers.check_all(builders.clean(), only=["model.cuont"])
 
 

@@ -1,0 +1,187 @@
+"""tool.unknown_outcome: interrupted non-replayable calls are never re-executed blindly."""
+
+from __future__ import annotations
+
+from harness.checkers import unknown_outcome, verdict
+from tests.checkers import builders
+
+V = verdict.Verdict
+REFUND = 'refund_order({"amount_cents":4999,"order_id":"ord-rk-7"})'
+
+
+def check(trial: builders.Trial) -> verdict.CheckResult:
+    return unknown_outcome.check(trial.build())
+
+
+def killed_at_refund_started(**scenario: bool) -> builders.Trial:
+    trial = builders.first_round(builders.Trial(builders.refund_scenario(**scenario)))
+    trial.model_turn(1)
+    builders.kill(trial, trial.start_tool("call_refund"))
+    trial.claim("w-2")
+    return trial
+
+
+def killed_at_refund_returned(**scenario: bool) -> builders.Trial:
+    trial = builders.first_round(builders.Trial(builders.refund_scenario(**scenario)))
+    trial.model_turn(1)
+    trial.start_tool("call_refund")
+    trial.tool_request("call_refund")
+    builders.kill(trial, trial.hit("tool.returned", tool_call_id="call_refund"))
+    trial.claim("w-2")
+    return trial
+
+
+def resume(trial: builders.Trial, state: str, answer: dict[str, object]) -> builders.Trial:
+    trial.settle("call_refund", state, answer)
+    trial.close_round()
+    return builders.last_turn(trial)
+
+
+def test_clean_passes() -> None:
+    result = unknown_outcome.check(builders.clean())
+    assert result.verdict is V.PASS
+    assert result.evidence[0] == "no interrupted tool call"
+
+
+def test_queryable_tool_asked_by_key_before_the_repeat_passes() -> None:
+    trial = killed_at_refund_started()
+    query = trial.tool_query("call_refund", found=False)
+    request = trial.tool_request("call_refund")
+    result = check(resume(trial, "succeeded", builders.ok(request.result)))
+    assert result.verdict is V.PASS
+    assert f"query seq {query.seq}, found False) before requesting again at seq {request.seq}" in (
+        builders.evidence(result)
+    )
+
+
+def test_queryable_tool_repeated_without_asking_fails() -> None:
+    trial = killed_at_refund_started()
+    request = trial.tool_request("call_refund")
+    result = check(resume(trial, "succeeded", builders.ok(request.result)))
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(f"{REFUND} interrupted by kill at tool.started#2 worker w-1")
+    assert f"requested again at seq {request.seq} (key 'key-call_refund') without first" in (
+        result.summary
+    )
+
+
+def test_repeat_after_the_query_found_the_effect_fails() -> None:
+    trial = killed_at_refund_returned()
+    query = trial.tool_query("call_refund", found=True)
+    request = trial.tool_request("call_refund")
+    result = check(resume(trial, "succeeded", builders.ok(request.result)))
+    assert result.verdict is V.FAIL
+    assert f"query seq {query.seq} found the effect applied" in result.summary
+
+
+def test_non_queryable_call_re_executed_after_a_kill_fails() -> None:
+    trial = killed_at_refund_returned(refund_queryable=False)
+    again = trial.tool_request("call_refund")
+    result = check(resume(trial, "succeeded", builders.ok(again.result)))
+    assert result.verdict is V.FAIL
+    assert f"{REFUND} interrupted by kill at tool.returned#2" in result.summary
+    assert f"requested again at seq {again.seq} (key 'key-call_refund'): a non-replayable" in (
+        result.summary
+    )
+
+
+def test_without_detail_the_call_in_flight_at_tool_returned_is_blamed() -> None:
+    trial = killed_at_refund_returned(refund_queryable=False)
+    trial.tool_request("call_refund")
+    history = builders.without_detail(resume(trial, "succeeded", builders.ok({})).build())
+    result = unknown_outcome.check(history)
+    assert result.verdict is V.FAIL
+    assert REFUND in result.summary
+
+
+def test_without_detail_a_kill_at_tool_started_is_inconclusive() -> None:
+    trial = killed_at_refund_started(refund_queryable=False)
+    history = builders.without_detail(resume(trial, "outcome_unknown", builders.UNKNOWN).build())
+    result = unknown_outcome.check(history)
+    assert result.verdict is V.INCONCLUSIVE
+    assert "without detail.tool_call_id" in result.summary
+
+
+def test_same_key_repeat_to_a_tool_honouring_keys_passes_with_a_note() -> None:
+    trial = killed_at_refund_returned(refund_queryable=False, refund_honours_key=True)
+    again = trial.tool_request("call_refund", outcome="deduplicated", effect=False)
+    result = check(resume(trial, "succeeded", builders.ok(again.result)))
+    assert result.verdict is V.PASS
+    assert "the tool honours keys, so the world applied no second effect" in (
+        builders.evidence(result)
+    )
+
+
+def test_outcome_unknown_told_to_the_model_passes() -> None:
+    trial = killed_at_refund_started(refund_queryable=False)
+    result = check(resume(trial, "outcome_unknown", builders.UNKNOWN))
+    assert result.verdict is V.PASS
+    told = next(r for r in trial.model if r.turn == 2)
+    assert (
+        f"call 'call_refund' (report: outcome_unknown): first model request with its tool "
+        f"message is seq {told.seq}, status 'outcome_unknown'"
+    ) in builders.evidence(result)
+
+
+def test_outcome_unknown_presented_as_ok_fails() -> None:
+    trial = killed_at_refund_started(refund_queryable=False)
+    result = check(resume(trial, "outcome_unknown", builders.ok(builders.REFUND_RESULT)))
+    assert result.verdict is V.FAIL
+    assert "call 'call_refund' (report: outcome_unknown)" in result.summary
+    assert "status 'ok'" in result.summary
+
+
+def test_outcome_unknown_missing_from_the_transcript_fails() -> None:
+    trial = resume(
+        killed_at_refund_started(refund_queryable=False), "outcome_unknown", builders.UNKNOWN
+    )
+    history = trial.build()
+    model = [
+        r.model_copy(
+            update={"messages": [m for m in r.messages if m.get("tool_call_id") != "call_refund"]}
+        )
+        for r in history.model
+    ]
+    result = unknown_outcome.check(history.model_copy(update={"model": model}))
+    assert result.verdict is V.FAIL
+    assert "'call_refund' (report: outcome_unknown) is missing from every model request" in (
+        result.summary
+    )
+
+
+def test_success_claimed_for_a_call_that_never_ran_fails() -> None:
+    trial = killed_at_refund_started(refund_queryable=False)
+    result = check(resume(trial, "succeeded", builders.ok(builders.REFUND_RESULT)))
+    assert result.verdict is V.FAIL
+    text = builders.evidence(result)
+    assert f"report says non-replayable call 'call_refund' {REFUND} succeeded" in text
+    assert "no effect of it" in text
+    assert "instead of outcome_unknown" in text
+
+
+def test_the_paused_workers_own_request_in_flight_is_not_a_repeat() -> None:
+    trial = builders.first_round(builders.Trial(builders.refund_scenario(refund_queryable=False)))
+    trial.model_turn(1)
+    trial.fault("pause", trial.start_tool("call_refund"))
+    trial.claim("w-2")
+    trial.settle("call_refund", "outcome_unknown", builders.UNKNOWN)
+    trial.fault("resume", worker="w-1")
+    trial.tool_request("call_refund")  # w-1 continues into its call
+    trial.close_round()
+    result = check(builders.last_turn(trial))
+    assert result.verdict is V.PASS
+    assert "in-flight remote calls are not fenceable" in builders.evidence(result)
+
+
+def test_a_replayable_call_may_run_again() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_lookup")
+    trial.tool_request("call_lookup")
+    builders.kill(trial, trial.hit("tool.returned", tool_call_id="call_lookup"))
+    trial.claim("w-2")
+    trial.finish_tool("call_lookup")
+    result = check(trial)
+    assert result.verdict is V.PASS
+    assert "replayable, may run again" in builders.evidence(result)
