@@ -53,3 +53,11 @@ class Conflict(EngineError):
 
 class WorldError(EngineError):
     """A world service answered outside its protocol."""
+
+
+class ModelUnavailable(EngineError):
+    """Transient model failures outlasted the retry bound; the run is retried later."""
+
+
+class ModelRefused(EngineError):
+    """The model rejected the request itself (4xx other than 408/409/429)."""

@@ -144,12 +144,13 @@ WHERE id = %(command_id)s AND run_id = %(run_id)s AND state = 'reserved'
 RETURNING id;
 
 -- name: settle_tool_call
--- Only the lease epoch that started the call may settle it (fencing at row level too).
+-- Never a call started under a newer epoch than ours (row-level fencing on top of the
+-- run lock); an older epoch's call is settled by the recovery rules.
 UPDATE tool_calls
 SET state = %(state)s, outcome = %(outcome)s, settled_at = clock_timestamp(),
     updated_at = clock_timestamp()
 WHERE id = %(command_id)s AND run_id = %(run_id)s AND state = 'started'
-  AND started_epoch = %(lease_epoch)s
+  AND started_epoch <= %(lease_epoch)s
 RETURNING id;
 
 -- name: settle_unstarted_tool_call

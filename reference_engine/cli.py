@@ -1,0 +1,135 @@
+"""`python -m reference_engine <command>`: migrate, worker, reconcile, submit, status,
+export, cancel, approve, reject. Configuration comes from the environment (config.py).
+
+Startup stays cheap: only `worker` imports the model client (and with it `openai`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from typing import Any
+
+from reference_engine import config as config_module
+from reference_engine import errors
+from reference_engine import inputs as inputs_module
+from reference_engine import report as report_module
+from reference_engine import store as store_module
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reference_engine", description=__doc__)
+    parser.add_argument("--database-url", help="overrides DATABASE_URL")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="apply pending schema migrations")
+    worker = commands.add_parser("worker", help="claim and run runs until SIGTERM")
+    worker.add_argument("--once", action="store_true", help="exit when nothing is claimable")
+    reconcile = commands.add_parser("reconcile", help="recover expired leases, apply retention")
+    reconcile.add_argument("--once", action="store_true", help="one pass, then exit")
+    submit = commands.add_parser("submit", help='store a RunInput; prints {"run_id": ...}')
+    submit.add_argument("--input", required=True, help="a RunInput JSON file, or - for stdin")
+    for name, helptext in (
+        ("status", "print the RunReport JSON"),
+        ("export", "print the run's rows from every table"),
+        ("cancel", "cancel a run (at once if nobody holds it)"),
+    ):
+        commands.add_parser(name, help=helptext).add_argument("run_id")
+    for name in ("approve", "reject"):
+        commands.add_parser(name, help=f"{name} a tool call awaiting approval").add_argument(
+            "command_id"
+        )
+    return parser
+
+
+def _print(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, separators=(",", ":"), sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    try:
+        settings = config_module.from_env(database_url=args.database_url)
+        return _dispatch(args, settings)
+    except errors.ConfigError as error:
+        print(f"reference_engine: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except errors.EngineError as error:
+        print(f"reference_engine: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _dispatch(args: argparse.Namespace, settings: config_module.Settings) -> int:
+    if args.command == "worker":
+        from reference_engine import worker as worker_module  # heavy: openai, httpx
+
+        engine_worker = worker_module.Worker(settings)
+        engine_worker.install_signals()
+        return engine_worker.run(once=args.once)
+    store = store_module.Store(
+        settings.database_url,
+        redact=settings.redact,
+        application_name=f"reference_engine {args.command}",
+    )
+    try:
+        if args.command == "migrate":
+            _print({"applied": store.migrate()})
+        elif args.command == "reconcile":
+            _reconcile(store, settings, once=args.once)
+        elif args.command == "submit":
+            text = sys.stdin.read() if args.input == "-" else _read(args.input)
+            run_id, created = store.create_run(inputs_module.parse(text))
+            _print({"run_id": run_id, "created": created})
+        elif args.command == "status":
+            _print(report_module.build(store.load(args.run_id)))
+        elif args.command == "export":
+            _print(store.export(args.run_id))
+        elif args.command == "cancel":
+            _print({"run_id": args.run_id, "result": store.request_cancel(args.run_id)})
+        elif args.command in ("approve", "reject"):
+            result = store.decide_approval(args.command_id, approve=args.command == "approve")
+            _print({"command_id": args.command_id, "result": result})
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as error:
+        raise errors.InvalidInput(f"cannot read {path}: {error}") from None
+
+
+def _reconcile(store: store_module.Store, settings: config_module.Settings, *, once: bool) -> None:
+    stop = threading.Event()
+    totals = {"reconciled": 0, "checkpoints_expired": 0}
+    while True:
+        try:
+            totals["reconciled"] += len(store.reconcile(backoff_ms=settings.backoff_ms))
+            # retention in bounded batches, so one pass never holds locks for long
+            while (expired := store.expire_history(retention_s=settings.retention_s)) > 0:
+                totals["checkpoints_expired"] += expired
+                if once:
+                    continue
+                break
+        except (errors.DatabaseUnavailable, errors.RetryableConflict) as error:
+            if once:
+                raise
+            print(f"reference_engine reconcile: {error}", file=sys.stderr)
+        if once:
+            _print(totals)
+            return
+        try:
+            stop.wait(settings.poll_ms * 10 / 1000.0)
+        except KeyboardInterrupt:
+            return

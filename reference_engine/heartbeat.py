@@ -1,0 +1,46 @@
+"""Lease heartbeat: a thread with its own connection extends the lease every lease/3.
+
+If an extension finds no row (another epoch, expired, cancelled to terminal) the `lost`
+flag is set and the worker stops touching the run. SIGSTOP stops this thread too, so a
+paused worker's lease lapses: that is intended, and fencing makes its late writes fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from reference_engine import errors
+from reference_engine import store as store_module
+
+logger = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    def __init__(self, dsn: str, lease: store_module.Lease, *, lease_ms: int) -> None:
+        self.lease = lease
+        self.lease_ms = lease_ms
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._store = store_module.Store(dsn, application_name=f"heartbeat {lease.worker_id}")
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.lease_ms / 1000.0 + 5)
+        self._store.close()
+
+    def _run(self) -> None:
+        interval = self.lease_ms / 3000.0
+        while not self._stop.wait(interval):
+            try:
+                if not self._store.extend_lease(self.lease, self.lease_ms):
+                    self.lost.set()
+                    return
+            except (errors.DatabaseUnavailable, errors.RetryableConflict) as error:
+                # keep trying; the lease lapses by itself if the outage outlasts it
+                logger.warning("heartbeat for run %s failed: %s", self.lease.run_id, error)

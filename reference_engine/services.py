@@ -1,0 +1,235 @@
+"""Tools and reply sink over HTTP (harness/CONTRACT.md section 3), with the engine's
+retry rules. Nothing here touches the database; callers record what comes back."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from reference_engine import errors
+
+
+class NotSent(Exception):
+    """The request never reached the service (connection refused): safe to retry."""
+
+
+class NoAnswer(Exception):
+    """The request may have reached the service, but no answer came back."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    status_code: int
+    body: dict[str, Any]
+
+
+def _request(
+    method: str,
+    url: str,
+    *,
+    timeout_s: float,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return Reply(response.status, _json(response.read()))
+    except urllib.error.HTTPError as error:
+        with error:
+            return Reply(error.code, _json(error.read()))
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, ConnectionRefusedError | socket.gaierror):
+            raise NotSent(str(error.reason)) from None
+        raise NoAnswer(str(error.reason)) from None
+    except (TimeoutError, ConnectionError, http.client.HTTPException, OSError) as error:
+        raise NoAnswer(f"{type(error).__name__}: {error}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+    state: str  # succeeded | failed | outcome_unknown
+    outcome: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    first_ms: int
+    max_ms: int
+    limit: int  # retries after the first try
+
+    def delays(self) -> list[float]:
+        return [min(self.first_ms * 2**i, self.max_ms) / 1000.0 for i in range(self.limit)]
+
+
+class Services:
+    def __init__(
+        self,
+        *,
+        tools_url: str | None,
+        reply_url: str | None,
+        timeout_s: float,
+        backoff: Backoff,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.tools_url = (tools_url or "").rstrip("/")
+        self.reply_url = (reply_url or "").rstrip("/")
+        self.backoff = backoff
+        self.stopping = stopping or threading.Event()
+        self.timeout_s = timeout_s
+
+    def close(self) -> None:
+        pass
+
+    def _get(self, url: str) -> Reply:
+        return _request("GET", url, timeout_s=self.timeout_s)
+
+    def _post(self, url: str, body: bytes, key: str) -> Reply:
+        return _request(
+            "POST", url, timeout_s=self.timeout_s, body=body, headers={"Idempotency-Key": key}
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        # bounded wait; a SIGTERM does not cut a retry short (the transition must finish)
+        time.sleep(seconds)
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def declarations(self) -> dict[str, dict[str, Any]]:
+        if not self.tools_url:
+            return {}
+        last: Exception | None = None
+        for delay in [0.0, *self.backoff.delays()]:
+            self._sleep(delay)
+            try:
+                response = self._get(f"{self.tools_url}/tools")
+            except (NotSent, NoAnswer) as error:
+                last = error
+                continue
+            if response.status_code >= 500:
+                last = errors.WorldError(f"GET /tools answered {response.status_code}")
+                continue
+            try:
+                tools = response.body["tools"]
+                return {tool["function"]["name"]: tool for tool in tools}
+            except (ValueError, KeyError, TypeError) as error:
+                raise errors.WorldError(f"GET /tools answered an unusable body: {error}") from None
+        raise errors.WorldError(f"tool listing unavailable: {last}")
+
+    def run_tool(
+        self, name: str, arguments: str, key: str, declaration: dict[str, Any]
+    ) -> ToolResult:
+        """POST with the call's key, retrying only where the rules allow it."""
+        replayable = declaration.get("replay") == "replayable"
+        queryable = bool(declaration.get("queryable"))
+        maybe_applied = False
+        last_error = "no attempt made"
+        for delay in [0.0, *self.backoff.delays()]:
+            self._sleep(delay)
+            try:
+                response = self._post(f"{self.tools_url}/tools/{name}", arguments.encode(), key)
+            except NotSent as error:
+                last_error = f"cannot connect: {error}"  # never sent: safe to try again
+                continue
+            except NoAnswer as error:
+                last_error = f"no answer: {error}"
+                maybe_applied = True
+            else:
+                body = response.body
+                if response.status_code == 200:
+                    return ToolResult("succeeded", {"result": body.get("result")})
+                if response.status_code == 503 and body.get("applied") is False:
+                    last_error = f"503 not applied: {_message(body)}"
+                    continue
+                if 400 <= response.status_code < 500:
+                    return ToolResult(
+                        "failed", {"error": _message(body), "status": response.status_code}
+                    )
+                last_error = f"{response.status_code}: {_message(body)}"
+                maybe_applied = True
+            # the request may have been applied
+            if replayable:
+                continue
+            if queryable:
+                found = self.query_effect(name, key)
+                if found is not None and found.state == "succeeded":
+                    return found
+                if found is not None:  # not applied: the same key may be sent again
+                    maybe_applied = False
+                    continue
+            return ToolResult("outcome_unknown", {"error": last_error})
+        if maybe_applied:
+            return ToolResult("outcome_unknown", {"error": f"gave up: {last_error}"})
+        return ToolResult("failed", {"error": f"not applied after retries: {last_error}"})
+
+    def query_effect(self, name: str, key: str) -> ToolResult | None:
+        """GET effects/{key}: succeeded (applied), failed (not applied) or None (cannot tell)."""
+        for delay in [0.0, *self.backoff.delays()]:
+            self._sleep(delay)
+            try:
+                response = self._get(f"{self.tools_url}/tools/{name}/effects/{key}")
+            except (NotSent, NoAnswer):
+                continue
+            body = response.body
+            if response.status_code == 200 and body.get("applied") is True:
+                return ToolResult("succeeded", {"result": body.get("result"), "queried": True})
+            if response.status_code == 404:
+                return ToolResult("failed", {"error": "not applied", "queried": True})
+            if response.status_code >= 500:
+                continue
+            return None
+        return None
+
+    # -- reply sink ----------------------------------------------------------------------
+
+    def send_reply(self, run_id: str, content: str, key: str) -> str:
+        """POST /replies once: `sent`, `not_sent` (never left) or `unknown`."""
+        body = json.dumps({"run_id": run_id, "content": content}).encode()
+        try:
+            response = self._post(f"{self.reply_url}/replies", body, key)
+        except NotSent:
+            return "not_sent"
+        except NoAnswer:
+            return "unknown"
+        if 200 <= response.status_code < 300:
+            return "sent"
+        if response.status_code in (400, 422):
+            raise errors.WorldError(f"reply sink refused the reply: {_message(response.body)}")
+        return "unknown"
+
+    def query_reply(self, key: str) -> int | None:
+        """GET /replies/{key}: the status code, or None when the sink cannot be reached."""
+        for delay in [0.0, *self.backoff.delays()]:
+            self._sleep(delay)
+            try:
+                response = self._get(f"{self.reply_url}/replies/{key}")
+            except (NotSent, NoAnswer):
+                continue
+            if response.status_code >= 500:
+                continue
+            return response.status_code
+        return None
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _message(body: dict[str, Any]) -> str:
+    error = body.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message", error))
+    return str(error) if error is not None else "no detail"
