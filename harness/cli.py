@@ -39,7 +39,7 @@ from harness.checkers import verdict as verdict_module
 from harness.engines import commands
 
 DEFAULT_OUT = "crashcert-trials"
-console = rich.console.Console(stderr=False, highlight=False)
+console = rich.console.Console(highlight=False, soft_wrap=True)
 
 
 def _engine_option(function: Any) -> Any:

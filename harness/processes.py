@@ -127,7 +127,6 @@ class Worker:
             except psutil.Error:
                 pass
         psutil.wait_procs(alive, timeout=timeout)
-        self._log.flush()
         if not self._log.closed:
             self._log.close()
 

@@ -206,8 +206,10 @@ def _execute(
                 launcher.start()
             _wait_terminal(engine, dsn, trial, server, launcher, spec)
         finally:
-            nemesis.close()
-            launcher.close()
+            try:
+                nemesis.close()
+            finally:
+                launcher.close()
             trial.events = recorder.events()
             faults = trial.faults()
             trial.healed_at = max(fault.t for fault in faults) if faults else None
