@@ -68,7 +68,9 @@ def _tokens(
                 f"recorded model call of turn {call.turn} bills {wanted[1]} tokens, matching "
                 "no unused 200 response of that turn in the model ledger"
             )
-    if tokens.used > tokens.limit:
+    if tokens.used <= tokens.limit:
+        notes.append(f"tokens used {tokens.used} within the limit {tokens.limit}")
+    else:
         last = (_total(recorded[-1].usage) or 0) if recorded else 0
         over = tokens.used - tokens.limit
         if report.status == "budget_exhausted" and over <= last:

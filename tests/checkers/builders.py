@@ -443,6 +443,11 @@ class Trial:
         self.reports.append(report)
         return report
 
+    def clean_report(self) -> Trial:
+        """Report the run succeeded, as a correct engine would now (for chaining)."""
+        self.report("succeeded")
+        return self
+
     def turn_of(self, call_id: str) -> int:
         for index, turn in enumerate(self.scenario.turns):
             if any(call.id == call_id for call in turn.tool_calls):

@@ -1,0 +1,134 @@
+"""budget.not_restored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers import budget, verdict
+from tests.checkers import builders
+
+V = verdict.Verdict
+TOTALS = [prompt + completion for prompt, completion in builders.USAGE]
+
+
+def with_budget(trial: builders.Trial, status: str = "succeeded", **used: int) -> builders.Trial:
+    """Replace the final report by one whose budgets say `used` (limits from the scenario)."""
+    final = trial.reports.pop()
+    budgets: dict[str, Any] = {name: use.model_dump() for name, use in final.budget.items()}
+    for name, value in used.items():
+        budgets[name]["used"] = value
+    trial.report(status, budget=budgets)
+    return trial
+
+
+def test_clean_passes() -> None:
+    result = budget.check(builders.clean())
+    assert result.verdict is V.PASS
+    assert "3 model requests answered 200, iterations used 3" in builders.evidence(result)
+
+
+def test_no_report_is_inconclusive() -> None:
+    trial = builders.clean_trial()
+    trial.reports = []
+    assert budget.check(trial.build()).verdict is V.INCONCLUSIVE
+
+
+def test_used_going_down_across_a_restart_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.model_turn(1)
+    trial.report("running")
+    trial.iterations = 1  # the new worker restored the budget
+    trial.report("running")
+    result = budget.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(
+        "iterations used went down from 2 (snapshot 0) to 1 (snapshot 1)"
+    )
+
+
+def test_unreserved_inference_fails() -> None:
+    result = budget.check(with_budget(builders.clean_trial(), iterations=2).build())
+    assert result.verdict is V.FAIL
+    assert "3 model requests answered 200, iterations used 2: an inference was not reserved" == (
+        result.summary
+    )
+
+
+def test_uncounted_tool_call_fails() -> None:
+    result = budget.check(with_budget(builders.clean_trial(), tool_calls=1).build())
+    assert result.verdict is V.FAIL
+    assert "2 distinct calls reached the world, tool_calls used 1: a call was not counted" == (
+        result.summary
+    )
+
+
+def test_over_the_iteration_limit_fails() -> None:
+    result = budget.check(with_budget(builders.clean_trial(), iterations=7).build())
+    assert result.verdict is V.FAIL
+    assert "iterations used 7 exceeds its limit 6 (snapshot 0)" in builders.evidence(result)
+
+
+def test_billed_tokens_must_equal_recorded_usage() -> None:
+    result = budget.check(with_budget(builders.clean_trial(), tokens=sum(TOTALS) + 1).build())
+    assert result.verdict is V.FAIL
+    assert (
+        f"tokens used {sum(TOTALS) + 1} != {sum(TOTALS)}, the usage of the report's 3 recorded "
+        "model calls"
+    ) == result.summary
+
+
+def test_usage_billed_twice_for_one_response_fails() -> None:
+    trial = builders.clean_trial()
+    trial.reports = []
+    trial.recorded.append(trial.recorded[1])  # turn 1 recorded twice, one real response
+    result = budget.check(with_budget(trial.clean_report(), tokens=sum(TOTALS) + TOTALS[1]).build())
+    assert result.verdict is V.FAIL
+    assert (
+        f"recorded model call of turn 1 bills {TOTALS[1]} tokens, matching no unused 200 response"
+    ) in result.summary
+
+
+def test_token_overrun_within_the_last_call_is_allowed_when_exhausted() -> None:
+    scenario = builders.refund_scenario(expect="budget_exhausted")
+    scenario = scenario.model_copy(
+        update={"budgets": scenario.budgets.model_copy(update={"tokens": 500})}
+    )
+    trial = builders.Trial(scenario)
+    builders.first_round(trial)
+    trial.model_turn(1)
+    trial.report("budget_exhausted")
+    result = budget.check(trial.build())
+    assert result.verdict is V.PASS
+    assert (
+        f"tokens used {TOTALS[0] + TOTALS[1]} exceed the limit 500 by 63, within"
+        in builders.evidence(result)
+    )
+    assert "were really consumed" in builders.evidence(result)
+
+
+def test_token_overrun_beyond_the_last_call_fails() -> None:
+    scenario = builders.refund_scenario()
+    scenario = scenario.model_copy(
+        update={"budgets": scenario.budgets.model_copy(update={"tokens": 200})}
+    )
+    trial = builders.Trial(scenario)
+    builders.first_round(trial)
+    trial.model_turn(1)
+    trial.report("budget_exhausted")
+    result = budget.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert f"tokens used {TOTALS[0] + TOTALS[1]} exceed the limit 200 by" in result.summary
+
+
+def test_budget_ledger_rows_are_unique() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {
+        "budget_ledger": [
+            {"kind": "iteration", "ref": "mc-1"},
+            {"kind": "iteration", "ref": "mc-1"},
+            {"kind": "iteration", "ref": "mc-2"},
+        ]
+    }
+    result = budget.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == "budget_ledger has 2 rows for (kind iteration, ref mc-1)"
