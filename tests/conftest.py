@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fix_world", "tests.fix_pg", "tests.fix_proxy"]
+pytest_plugins = ["tests.fix_world", "tests.fix_pg", "tests.fix_proxy", "tests.fix_engine"]
