@@ -96,7 +96,7 @@ def ok(result: Any) -> dict[str, Any]:
     return {"status": "ok", "result": result}
 
 
-UNKNOWN = {"status": "outcome_unknown", "note": "The action may have happened."}
+UNKNOWN: dict[str, Any] = {"status": "outcome_unknown", "note": "The action may have happened."}
 
 
 class Trial:
@@ -187,6 +187,9 @@ class Trial:
         )
         self.events.append(fault)
         return fault
+
+    def last_hit(self) -> history_module.BoundaryHit:
+        return next(e for e in reversed(self.events) if isinstance(e, history_module.BoundaryHit))
 
     def worker_event(self, event: str, worker: str) -> None:
         seq, t = self.tick()

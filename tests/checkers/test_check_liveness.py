@@ -27,7 +27,7 @@ def test_not_terminal_is_hung() -> None:
 def test_not_terminal_with_the_database_cut_says_so() -> None:
     trial = builders.first_round(builders.Trial())
     trial.model_call(1)
-    cut = trial.fault("db_cut", trial.events[-1])  # held at model.returned
+    cut = trial.fault("db_cut", trial.last_hit())  # held at model.returned
     trial.report("running")
     result = liveness.check(trial.build())
     assert result.verdict is V.FAIL
@@ -38,7 +38,7 @@ def test_not_terminal_with_the_database_cut_says_so() -> None:
 def test_healed_database_is_not_blamed() -> None:
     trial = builders.first_round(builders.Trial())
     trial.model_call(1)
-    trial.fault("db_cut", trial.events[-1])
+    trial.fault("db_cut", trial.last_hit())
     trial.fault("heal", worker="w-1")
     trial.report("running")
     assert liveness.check(trial.build()).summary.startswith("hung:")

@@ -11,7 +11,7 @@ V = verdict.Verdict
 def killed_at_model_returned(extra_calls: int = 0) -> builders.Trial:
     trial = builders.first_round(builders.Trial())
     trial.model_call(1)
-    builders.kill(trial, trial.events[-1])  # held at model.returned
+    builders.kill(trial, trial.last_hit())  # held at model.returned
     trial.claim("w-2")
     for _ in range(extra_calls):
         trial.model_call(1)

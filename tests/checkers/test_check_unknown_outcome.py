@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.checkers import unknown_outcome, verdict
 from tests.checkers import builders
 
@@ -13,16 +15,20 @@ def check(trial: builders.Trial) -> verdict.CheckResult:
     return unknown_outcome.check(trial.build())
 
 
-def killed_at_refund_started(**scenario: bool) -> builders.Trial:
-    trial = builders.first_round(builders.Trial(builders.refund_scenario(**scenario)))
+def killed_at_refund_started(*, queryable: bool = True) -> builders.Trial:
+    scenario = builders.refund_scenario(refund_queryable=queryable)
+    trial = builders.first_round(builders.Trial(scenario))
     trial.model_turn(1)
     builders.kill(trial, trial.start_tool("call_refund"))
     trial.claim("w-2")
     return trial
 
 
-def killed_at_refund_returned(**scenario: bool) -> builders.Trial:
-    trial = builders.first_round(builders.Trial(builders.refund_scenario(**scenario)))
+def killed_at_refund_returned(
+    *, queryable: bool = True, honours_key: bool = False
+) -> builders.Trial:
+    scenario = builders.refund_scenario(refund_queryable=queryable, refund_honours_key=honours_key)
+    trial = builders.first_round(builders.Trial(scenario))
     trial.model_turn(1)
     trial.start_tool("call_refund")
     trial.tool_request("call_refund")
@@ -31,7 +37,7 @@ def killed_at_refund_returned(**scenario: bool) -> builders.Trial:
     return trial
 
 
-def resume(trial: builders.Trial, state: str, answer: dict[str, object]) -> builders.Trial:
+def resume(trial: builders.Trial, state: str, answer: dict[str, Any]) -> builders.Trial:
     trial.settle("call_refund", state, answer)
     trial.close_round()
     return builders.last_turn(trial)
@@ -75,7 +81,7 @@ def test_repeat_after_the_query_found_the_effect_fails() -> None:
 
 
 def test_non_queryable_call_re_executed_after_a_kill_fails() -> None:
-    trial = killed_at_refund_returned(refund_queryable=False)
+    trial = killed_at_refund_returned(queryable=False)
     again = trial.tool_request("call_refund")
     result = check(resume(trial, "succeeded", builders.ok(again.result)))
     assert result.verdict is V.FAIL
@@ -86,7 +92,7 @@ def test_non_queryable_call_re_executed_after_a_kill_fails() -> None:
 
 
 def test_without_detail_the_call_in_flight_at_tool_returned_is_blamed() -> None:
-    trial = killed_at_refund_returned(refund_queryable=False)
+    trial = killed_at_refund_returned(queryable=False)
     trial.tool_request("call_refund")
     history = builders.without_detail(resume(trial, "succeeded", builders.ok({})).build())
     result = unknown_outcome.check(history)
@@ -95,7 +101,7 @@ def test_without_detail_the_call_in_flight_at_tool_returned_is_blamed() -> None:
 
 
 def test_without_detail_a_kill_at_tool_started_is_inconclusive() -> None:
-    trial = killed_at_refund_started(refund_queryable=False)
+    trial = killed_at_refund_started(queryable=False)
     history = builders.without_detail(resume(trial, "outcome_unknown", builders.UNKNOWN).build())
     result = unknown_outcome.check(history)
     assert result.verdict is V.INCONCLUSIVE
@@ -103,7 +109,7 @@ def test_without_detail_a_kill_at_tool_started_is_inconclusive() -> None:
 
 
 def test_same_key_repeat_to_a_tool_honouring_keys_passes_with_a_note() -> None:
-    trial = killed_at_refund_returned(refund_queryable=False, refund_honours_key=True)
+    trial = killed_at_refund_returned(queryable=False, honours_key=True)
     again = trial.tool_request("call_refund", outcome="deduplicated", effect=False)
     result = check(resume(trial, "succeeded", builders.ok(again.result)))
     assert result.verdict is V.PASS
@@ -113,7 +119,7 @@ def test_same_key_repeat_to_a_tool_honouring_keys_passes_with_a_note() -> None:
 
 
 def test_outcome_unknown_told_to_the_model_passes() -> None:
-    trial = killed_at_refund_started(refund_queryable=False)
+    trial = killed_at_refund_started(queryable=False)
     result = check(resume(trial, "outcome_unknown", builders.UNKNOWN))
     assert result.verdict is V.PASS
     told = next(r for r in trial.model if r.turn == 2)
@@ -124,7 +130,7 @@ def test_outcome_unknown_told_to_the_model_passes() -> None:
 
 
 def test_outcome_unknown_presented_as_ok_fails() -> None:
-    trial = killed_at_refund_started(refund_queryable=False)
+    trial = killed_at_refund_started(queryable=False)
     result = check(resume(trial, "outcome_unknown", builders.ok(builders.REFUND_RESULT)))
     assert result.verdict is V.FAIL
     assert "call 'call_refund' (report: outcome_unknown)" in result.summary
@@ -132,9 +138,7 @@ def test_outcome_unknown_presented_as_ok_fails() -> None:
 
 
 def test_outcome_unknown_missing_from_the_transcript_fails() -> None:
-    trial = resume(
-        killed_at_refund_started(refund_queryable=False), "outcome_unknown", builders.UNKNOWN
-    )
+    trial = resume(killed_at_refund_started(queryable=False), "outcome_unknown", builders.UNKNOWN)
     history = trial.build()
     model = [
         r.model_copy(
@@ -150,7 +154,7 @@ def test_outcome_unknown_missing_from_the_transcript_fails() -> None:
 
 
 def test_success_claimed_for_a_call_that_never_ran_fails() -> None:
-    trial = killed_at_refund_started(refund_queryable=False)
+    trial = killed_at_refund_started(queryable=False)
     result = check(resume(trial, "succeeded", builders.ok(builders.REFUND_RESULT)))
     assert result.verdict is V.FAIL
     text = builders.evidence(result)

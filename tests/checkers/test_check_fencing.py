@@ -1,0 +1,122 @@
+"""lease.fencing."""
+
+from __future__ import annotations
+
+from harness.checkers import fencing, verdict
+from tests.checkers import builders
+
+V = verdict.Verdict
+
+
+def paused_then_taken_over() -> builders.Trial:
+    """w-1 is paused at tools.pending of turn 1; w-2 claims the run and moves on."""
+    trial = builders.first_round(builders.Trial())
+    trial.fault("pause", trial.model_turn(1))
+    trial.claim("w-2")
+    trial.run_tool("call_refund")
+    return trial
+
+
+def test_clean_passes_without_handover() -> None:
+    result = fencing.check(builders.clean())
+    assert result.verdict is V.PASS
+    assert result.evidence[0] == "no lease handover happened"
+
+
+def test_handover_from_a_dead_worker_passes() -> None:
+    trial = builders.first_round(builders.Trial())
+    builders.kill(trial, trial.model_turn(1))
+    claim = trial.claim("w-2")
+    trial.run_tool("call_refund")
+    result = fencing.check(trial.build())
+    assert result.verdict is V.PASS
+    assert f"handover from w-1 (gone) to w-2 at run.claimed#2 by w-2 (hit seq {claim.seq}" in (
+        builders.evidence(result)
+    )
+
+
+def test_a_stale_worker_committing_after_the_takeover_fails() -> None:
+    trial = paused_then_taken_over()
+    trial.fault("resume", worker="w-1")
+    trial.worker = "w-1"
+    stale = trial.checkpoint("tool.started", None, tool_call_id="call_refund")
+    result = fencing.check(trial.build())
+    assert result.verdict is V.FAIL
+    claim = next(
+        e for e in trial.events if getattr(e, "point", "") == "run.claimed" and e.worker_id == "w-2"
+    )
+    assert result.summary == (
+        f"w-1 committed tool.started#{stale.occurrence} by w-1 (hit seq {stale.seq}, "
+        f"t={stale.t:g}) after losing its lease at run.claimed#2 by w-2 "
+        f"(hit seq {claim.seq}, t={claim.t:g})"
+    )
+    assert "in-flight remote calls are not fenceable" in builders.evidence(result)
+
+
+def test_a_stale_workers_before_commit_hit_is_not_a_commit() -> None:
+    trial = paused_then_taken_over()
+    trial.fault("resume", worker="w-1")
+    trial.hit("tool.started:before_commit", worker="w-1", tool_call_id="call_refund")
+    trial.tool_request("call_refund")  # its remote call in flight: not judged here
+    result = fencing.check(trial.build())
+    assert result.verdict is V.PASS
+    assert "w-1 lost its lease to w-2" in builders.evidence(result)
+    assert "in-flight remote calls are not fenceable" in builders.evidence(result)
+
+
+def test_a_worker_that_claims_again_may_commit() -> None:
+    trial = paused_then_taken_over()
+    builders.kill(trial, trial.last_hit())
+    trial.fault("resume", worker="w-1")
+    trial.claim("w-1")
+    trial.close_round()
+    assert fencing.check(trial.build()).verdict is V.PASS
+
+
+def test_engine_events_after_the_takeover_fail() -> None:
+    trial = paused_then_taken_over()
+    trial.engine_tables = {
+        "events": [
+            {
+                "id": 1,
+                "run_id": builders.RUN_ID,
+                "kind": "run.claimed",
+                "worker_id": "w-1",
+                "lease_epoch": 1,
+            },
+            {
+                "id": 2,
+                "run_id": builders.RUN_ID,
+                "kind": "tools.pending",
+                "worker_id": "w-1",
+                "lease_epoch": 1,
+            },
+            {
+                "id": 3,
+                "run_id": builders.RUN_ID,
+                "kind": "run.claimed",
+                "worker_id": "w-2",
+                "lease_epoch": 2,
+            },
+            {
+                "id": 4,
+                "run_id": builders.RUN_ID,
+                "kind": "tool.settled",
+                "worker_id": "w-1",
+                "lease_epoch": 1,
+            },
+            {
+                "id": 5,
+                "run_id": "other-run",
+                "kind": "tool.settled",
+                "worker_id": "w-1",
+                "lease_epoch": 1,
+            },
+        ]
+    }
+    result = fencing.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        "event id 4 kind tool.settled by w-1 (lease_epoch 1) written after w-1 lost its lease "
+        "at event id 3 kind run.claimed by w-2 (lease_epoch 2)"
+    )

@@ -1,0 +1,124 @@
+"""frontier.monotonic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers import frontier, verdict
+from tests.checkers import builders
+
+V = verdict.Verdict
+
+
+def rows(*phases: str, start: int = 1) -> list[dict[str, Any]]:
+    return [
+        {"run_id": builders.RUN_ID, "version": start + index, "phase": phase}
+        for index, phase in enumerate(phases)
+    ]
+
+
+CLEAN_ROWS = rows("model_pending", "tools_pending", "model_ready", "model_pending", "reply_ready")
+
+
+def test_clean_passes() -> None:
+    result = frontier.check(builders.clean())
+    assert result.verdict is V.PASS
+    assert "hits and 0 checkpoint rows with a frontier judged" in builders.evidence(result)
+
+
+def test_reachable_in_exact_steps() -> None:
+    assert frontier.reachable("model_ready", 1) == {"model_pending"}
+    assert frontier.reachable("tools_pending", 2) == {
+        "tools_pending",
+        "model_ready",
+        "model_pending",
+    }
+    assert "reply_ready" not in frontier.reachable("tools_pending", 1)
+
+
+def test_a_version_going_down_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.version -= 2  # a worker resumed from an older checkpoint
+    low = trial.claim("w-2")
+    result = frontier.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "hits: version went down from 3 (model.ready#1" in result.summary
+    assert f"to 1 (run.claimed#2 by w-2 (hit seq {low.seq}" in result.summary
+
+
+def test_a_disallowed_transition_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.model_turn(1)
+    trial.checkpoint("reply.ready", "reply_ready")  # tools_pending -> reply_ready
+    result = frontier.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "hits: tools_pending v5" in result.summary
+    assert "-> reply_ready v6" in result.summary
+    assert "is not an allowed transition" in result.summary
+
+
+def test_model_ready_twice_is_not_allowed() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.close_round()
+    result = frontier.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "model_ready v3" in result.summary and "-> model_ready v4" in result.summary
+
+
+def test_one_version_with_two_phases_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.phase = "model_pending"  # changed without a new version
+    trial.hit("run.claimed", worker="w-2")
+    assert frontier.check(trial.build()).verdict is V.FAIL
+
+
+def test_without_detail_or_table_is_inconclusive() -> None:
+    result = frontier.check(builders.without_detail(builders.clean()))
+    assert result.verdict is V.INCONCLUSIVE
+    assert "no hit carries detail.frontier_version" in result.summary
+
+
+def test_checkpoint_table_alone_is_enough() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {"checkpoints": CLEAN_ROWS}
+    result = frontier.check(builders.without_detail(trial.build()))
+    assert result.verdict is V.PASS
+    assert "0 hits and 5 checkpoint rows" in builders.evidence(result)
+
+
+def test_checkpoint_versions_must_be_unique_and_contiguous() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {
+        "checkpoints": [*rows("model_pending", "tools_pending"), *rows("model_ready", start=2)]
+    }
+    history = builders.without_detail(trial.build())
+    assert frontier.check(history).summary.startswith(
+        "checkpoints: versions [2] appear more than once"
+    )
+    trial.engine_tables = {"checkpoints": [*rows("model_pending"), *rows("model_ready", start=3)]}
+    result = frontier.check(builders.without_detail(trial.build()))
+    assert result.summary == "checkpoints: versions not contiguous from 1, missing [2]"
+
+
+def test_checkpoint_phases_must_follow_the_transitions() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {"checkpoints": rows("model_pending", "model_ready")}
+    result = frontier.check(builders.without_detail(trial.build()))
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        "checkpoints: model_pending v1 (checkpoint v1) -> model_ready v2 (checkpoint v2) is not "
+        "an allowed transition"
+    )
+
+
+def test_report_snapshots_going_back_fail() -> None:
+    trial = builders.clean_trial()
+    trial.reports.insert(
+        0,
+        trial.reports[-1].model_copy(
+            update={"frontier": trial.reports[-1].frontier.model_copy(update={"version": 99})}
+        ),
+    )
+    result = frontier.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "reports: version went down from 99" in result.summary
