@@ -1,0 +1,371 @@
+"""The store on a real Postgres: schema constraints, claiming, fencing, commands."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import psycopg.errors
+import pytest
+
+from reference_engine import boundary, decide, errors, inputs
+from reference_engine import store as store_module
+
+pytestmark = pytest.mark.postgres
+
+TOOL_DECL = {
+    "type": "function",
+    "function": {"name": "refund_order", "parameters": {"type": "object"}},
+    "replay": "non_replayable",
+    "queryable": True,
+    "requires_approval": False,
+    "fingerprint": "f1",
+}
+
+
+def make_input(**kw: Any) -> inputs.RunInput:
+    return inputs.RunInput(
+        **{
+            "run_key": f"k-{uuid.uuid4().hex[:8]}",
+            "messages": [{"role": "user", "content": "[crashcert-run: k] hi"}],
+            "budgets": {"iterations": 3, "tool_calls": 2, "tokens": 1000},
+            "max_attempts": 3,
+            **kw,
+        }
+    )
+
+
+@pytest.fixture
+def store(engine_db: str) -> Any:
+    s = store_module.Store(engine_db)
+    yield s
+    s.close()
+
+
+def sql(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cursor = conn.execute(query, args)
+        return cursor.fetchall() if cursor.description else []
+
+
+def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) -> str:
+    """model_ready -> model_pending -> tools_pending -> started, through the store API."""
+    run = store.load(lease.run_id)
+    store.open_model_call(
+        lease,
+        expected_version=run.frontier_version,
+        point=decide.validated(run),
+        call_id=str(uuid.uuid4()),
+        turn=0,
+        attempt=1,
+        interrupt=(),
+    )
+    run = store.load(lease.run_id)
+    call_id = run.model_calls[0].id
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "refund_order", "arguments": '{"order_id": "o"}'},
+            }
+        ],
+    }
+    usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+    plan = decide.plan_record(run, call_id, message, usage, {"refund_order": TOOL_DECL})
+    store.record_model_call(
+        lease, expected_version=run.frontier_version, plan=plan, response={"raw": True}
+    )
+    run = store.load(lease.run_id)
+    command = run.tool_calls[0]
+    store.start_tool(
+        lease,
+        command_id=command.id,
+        key=command.key,
+        tool_call_id=command.tool_call_id,
+        charge=True,
+    )
+    return command.id
+
+
+def test_migrate_is_idempotent(store: store_module.Store) -> None:
+    assert store.migrate() == []
+
+
+def test_submit_is_idempotent_on_run_key(store: store_module.Store) -> None:
+    run_input = make_input()
+    first, created = store.create_run(run_input)
+    again, created_again = store.create_run(run_input)
+    assert created and not created_again and first == again
+    run = store.load(first)
+    assert (run.status, run.phase, run.frontier_version) == ("pending", "model_ready", 1)
+
+
+def test_schema_makes_impossible_states_unrepresentable(
+    store: store_module.Store, engine_db: str
+) -> None:
+    run_id, _ = store.create_run(make_input())
+    with pytest.raises(psycopg.errors.CheckViolation):  # running without a lease
+        sql(engine_db, "UPDATE runs SET status = 'running' WHERE id = %s", run_id)
+    with pytest.raises(psycopg.errors.CheckViolation):  # skipping a frontier version
+        sql(engine_db, "UPDATE frontiers SET version = 3 WHERE run_id = %s", run_id)
+    with pytest.raises(psycopg.errors.CheckViolation):  # model_ready -> reply_ready
+        sql(
+            engine_db,
+            "UPDATE frontiers SET version = 2, phase = 'reply_ready' WHERE run_id = %s",
+            run_id,
+        )
+    with pytest.raises(psycopg.errors.CheckViolation):  # the event trail is append-only
+        sql(engine_db, "UPDATE events SET kind = 'run.failed' WHERE run_id = %s", run_id)
+    with pytest.raises(psycopg.errors.CheckViolation):  # no zero-amount billing
+        sql(
+            engine_db,
+            "INSERT INTO budget_ledger (run_id, kind, amount, ref) VALUES (%s, 'tokens', 0, 'x')",
+            run_id,
+        )
+    sql(
+        engine_db,
+        "INSERT INTO budget_ledger (run_id, kind, amount, ref) VALUES (%s, 'tokens', 5, 'x')",
+        run_id,
+    )
+    with pytest.raises(psycopg.errors.UniqueViolation):  # nothing is billed twice
+        sql(
+            engine_db,
+            "INSERT INTO budget_ledger (run_id, kind, amount, ref) VALUES (%s, 'tokens', 5, 'x')",
+            run_id,
+        )
+
+
+def test_frontier_history_is_appended_on_every_save(
+    store: store_module.Store, engine_db: str
+) -> None:
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w1", 5000)
+    assert lease is not None and lease.run_id == run_id and lease.epoch == 1
+    drive_to_tool_started(store, lease)
+    rows = sql(
+        engine_db,
+        "SELECT version, phase FROM checkpoints WHERE run_id = %s ORDER BY version",
+        run_id,
+    )
+    assert rows == [(1, "model_ready"), (2, "model_pending"), (3, "tools_pending")]
+    report = store.load(run_id)
+    assert report.budget.iterations_used == 1 and report.budget.tool_calls_used == 1
+    assert report.budget.tokens_used == 12
+
+
+def test_concurrent_claims_never_take_the_same_run(engine_db: str) -> None:
+    setup = store_module.Store(engine_db)
+    run_ids = {setup.create_run(make_input())[0] for _ in range(30)}
+    claimed: list[str] = []
+    lock = threading.Lock()
+
+    def claimer(name: str) -> None:
+        mine = store_module.Store(engine_db)
+        while (lease := mine.claim(name, 60_000)) is not None:
+            with lock:
+                claimed.append(lease.run_id)
+        mine.close()
+
+    threads = [threading.Thread(target=claimer, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    setup.close()
+    assert sorted(claimed) == sorted(run_ids)
+
+
+def test_stale_worker_cannot_settle_after_lease_moved_on(
+    store: store_module.Store, engine_db: str
+) -> None:
+    run_id, _ = store.create_run(make_input())
+    old = store.claim("w-old", 300)
+    assert old is not None
+    command_id = drive_to_tool_started(store, old)
+    deadline = time.monotonic() + 10
+    while not store.reconcile(backoff_ms=0):
+        assert time.monotonic() < deadline, "lease never expired"
+        time.sleep(0.05)  # waiting out the 300 ms lease, bounded by the deadline
+    new = store.claim("w-new", 60_000)
+    assert new is not None and new.epoch == old.epoch + 1
+    with pytest.raises(errors.LeaseLost):
+        store.settle_tool(
+            old,
+            command_id=command_id,
+            tool_call_id="call_1",
+            key="k",
+            state="succeeded",
+            outcome={"result": "late"},
+        )
+    # the same worker id with the old epoch is just as stale
+    stale_same_name = store_module.Lease(run_id, "w-new", old.epoch)
+    with pytest.raises(errors.LeaseLost):
+        store.settle_tool(
+            stale_same_name,
+            command_id=command_id,
+            tool_call_id="call_1",
+            key="k",
+            state="succeeded",
+            outcome={"result": "late"},
+        )
+    assert store.load(run_id).tool_calls[0].state == "started"
+    kinds = [
+        r[0]
+        for r in sql(engine_db, "SELECT kind FROM events WHERE run_id = %s ORDER BY id", run_id)
+    ]
+    assert "tool.succeeded" not in kinds and kinds.count("run.claimed") == 2
+
+
+class SlowReporter(boundary.Reporter):
+    """Holds the transaction at before_commit past the lease, like a SIGSTOP there."""
+
+    def __init__(self, pause_s: float) -> None:
+        super().__init__("unused", worker_id="w")
+        self.pause_s = pause_s
+        self.seen: list[str] = []
+
+    def report(self, name: str, run_id: str, **detail: Any) -> None:
+        self.seen.append(name)
+        if name.endswith(boundary.BEFORE_COMMIT):
+            time.sleep(self.pause_s)  # simulates a stopped process, not a wait for a condition
+
+
+def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: str) -> None:
+    reporter = SlowReporter(pause_s=0.5)
+    store = store_module.Store(engine_db, reporter=reporter)
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 200)
+    assert lease is not None
+    run = store.load(run_id)
+    with pytest.raises(errors.LeaseLost, match="before commit"):
+        store.open_model_call(
+            lease,
+            expected_version=1,
+            point=decide.validated(run),
+            call_id=str(uuid.uuid4()),
+            turn=0,
+            attempt=1,
+            interrupt=(),
+        )
+    after = store.load(run_id)
+    assert (after.phase, after.frontier_version, after.model_calls) == ("model_ready", 1, ())
+    assert after.budget.iterations_used == 0
+    assert reporter.seen == ["run.claimed", "model.pending:before_commit"]
+    store.close()
+
+
+def test_cancel_of_a_running_run_is_honoured_by_its_next_transition(
+    store: store_module.Store,
+) -> None:
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    drive_to_tool_started(store, lease)
+    assert store.request_cancel(run_id) == "cancel_requested"
+    with pytest.raises(errors.RunCancelled):
+        store.settle_tool(
+            lease,
+            command_id=store.load(run_id).tool_calls[0].id,
+            tool_call_id="call_1",
+            key="k",
+            state="succeeded",
+            outcome={},
+        )
+    run = store.load(run_id)
+    assert run.status == "cancelled" and run.lease_owner is None
+    assert [c.state for c in run.tool_calls] == ["cancelled"]
+    assert store.request_cancel(run_id) == "cancelled"
+
+
+def test_cancel_of_a_pending_run_is_immediate(store: store_module.Store) -> None:
+    run_id, _ = store.create_run(make_input())
+    assert store.request_cancel(run_id) == "cancelled"
+    assert store.claim("w", 1000) is None
+    with pytest.raises(errors.NotFound):
+        store.request_cancel(str(uuid.uuid4()))
+
+
+def test_expired_lease_on_last_attempt_is_dead_lettered(store: store_module.Store) -> None:
+    run_id, _ = store.create_run(make_input(max_attempts=1))
+    assert store.claim("w", 100) is not None
+    deadline = time.monotonic() + 10
+    while not (changed := store.reconcile(backoff_ms=0)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)  # waiting out the 100 ms lease, bounded by the deadline
+    assert changed == [(run_id, "dead_lettered")]
+    assert store.load(run_id).status == "dead_lettered"
+
+
+def test_approval_commands_only_apply_to_waiting_calls(store: store_module.Store) -> None:
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    command_id = drive_to_tool_started(store, lease)
+    with pytest.raises(errors.Conflict, match="not awaiting approval"):
+        store.decide_approval(command_id, approve=True)
+    with pytest.raises(errors.NotFound):
+        store.decide_approval(str(uuid.uuid4()), approve=False)
+
+
+def test_retention_expires_old_history_of_finished_runs_only(
+    store: store_module.Store, engine_db: str
+) -> None:
+    finished, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    drive_to_tool_started(store, lease)
+    store.finish(lease, status="failed", reason="test")
+    open_run, _ = store.create_run(make_input())
+    assert store.expire_history(retention_s=3600) == 0  # too recent
+    assert store.expire_history(retention_s=0, limit=1) == 1  # bounded batch
+    assert store.expire_history(retention_s=0) == 1
+    assert sql(engine_db, "SELECT version FROM checkpoints WHERE run_id = %s", finished) == [(3,)]
+    assert sql(engine_db, "SELECT count(*) FROM checkpoints WHERE run_id = %s", open_run) == [(1,)]
+
+
+def test_export_is_json_safe(store: store_module.Store) -> None:
+    import json
+
+    run_id, _ = store.create_run(make_input())
+    exported = store.export(run_id)
+    assert set(exported) == {
+        "runs",
+        "checkpoints",
+        "model_calls",
+        "tool_calls",
+        "budget_ledger",
+        "deliveries",
+        "events",
+    }
+    json.dumps(exported)
+    assert exported["runs"][0]["id"] == run_id
+
+
+def test_errors_are_classified_by_sqlstate() -> None:
+    assert isinstance(
+        store_module.classify(psycopg.errors.SerializationFailure()), errors.RetryableConflict
+    )
+    assert isinstance(
+        store_module.classify(psycopg.errors.DeadlockDetected()), errors.RetryableConflict
+    )
+    assert isinstance(
+        store_module.classify(psycopg.errors.AdminShutdown()), errors.DatabaseUnavailable
+    )
+    assert isinstance(
+        store_module.classify(psycopg.errors.ConnectionFailure()), errors.DatabaseUnavailable
+    )
+    assert isinstance(
+        store_module.classify(psycopg.OperationalError("socket gone")), errors.DatabaseUnavailable
+    )
+    assert store_module.classify(psycopg.errors.UniqueViolation()) is None
+
+
+def test_unreachable_database_is_unavailable_not_a_crash() -> None:
+    store = store_module.Store("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=1")
+    with pytest.raises(errors.DatabaseUnavailable):
+        store.load(str(uuid.uuid4()))
