@@ -302,7 +302,7 @@ def test_expired_lease_on_last_attempt_is_dead_lettered(store: store_module.Stor
 
 
 def test_approval_commands_only_apply_to_waiting_calls(store: store_module.Store) -> None:
-    run_id, _ = store.create_run(make_input())
+    store.create_run(make_input())
     lease = store.claim("w", 60_000)
     assert lease is not None
     command_id = drive_to_tool_started(store, lease)
