@@ -6,6 +6,8 @@ All three ledgers share one sequence counter, so `seq` orders events across serv
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import pydantic
 
 from harness import scenario as scenario_module
@@ -98,8 +100,11 @@ class World:
 
     def stop(self) -> None:
         """Stop all services; hung requests are cut, never waited for. Idempotent."""
-        for service in (self.model, self.tools, self.sink):
-            service.stop()
+        # In parallel: each accept loop takes up to a poll interval to notice.
+        services = (self.model, self.tools, self.sink)
+        with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
+            for stopped in [pool.submit(service.stop) for service in services]:
+                stopped.result()
         self._started = False
 
     def __enter__(self) -> World:
