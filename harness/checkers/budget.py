@@ -87,7 +87,7 @@ def _tokens(
 
 
 def _ledger_rows(history: history_module.TrialHistory, failures: list[str]) -> None:
-    rows = (history.engine_tables or {}).get("budget_ledger") or []
+    rows = facts.table_rows(history, "budget_ledger")
     seen: collections.Counter[tuple[str, str]] = collections.Counter(
         (str(row.get("kind")), str(row.get("ref"))) for row in rows
     )

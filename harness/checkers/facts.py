@@ -310,6 +310,16 @@ def assistant_call_ids(request: ledger.ModelRequest) -> list[str]:
     return ids
 
 
+def table_rows(history: history_module.TrialHistory, table: str) -> list[dict[str, Any]]:
+    """Rows of an engine table for this run (rows without a run id are kept)."""
+    rows = (history.engine_tables or {}).get(table) or []
+    return [row for row in rows if _this_run(history, _text(row.get("run_id")))]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def final_status(history: history_module.TrialHistory) -> str | None:
     report = history.final_report
     return None if report is None else report.status

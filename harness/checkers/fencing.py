@@ -76,11 +76,7 @@ def _row_text(row: dict[str, Any]) -> str:
 def _from_events(
     history: history_module.TrialHistory, failures: list[str], notes: list[str]
 ) -> None:
-    rows = [
-        row
-        for row in (history.engine_tables or {}).get("events") or []
-        if row.get("run_id") in (None, history.run_id) or history.run_id is None
-    ]
+    rows = facts.table_rows(history, "events")
     rows.sort(key=lambda row: row.get("id") or 0)
     holder: str | None = None
     fenced: dict[str, dict[str, Any]] = {}
@@ -105,7 +101,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     failures: list[str] = []
     notes: list[str] = []
     handovers = _from_hits(history, failures, notes)
-    if history.engine_tables and history.engine_tables.get("events"):
+    if facts.table_rows(history, "events"):
         _from_events(history, failures, notes)
     if any(item.fault.action == "pause" for item in facts.interruptions(history)):
         notes.append(

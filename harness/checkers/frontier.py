@@ -8,7 +8,6 @@ two observations `k` versions apart the phase must be reachable in exactly `k` s
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from harness import history as history_module
 from harness.checkers import facts, verdict
@@ -77,11 +76,7 @@ def _from_hits(history: history_module.TrialHistory) -> list[tuple[int, str | No
 def _from_table(
     history: history_module.TrialHistory, failures: list[str]
 ) -> list[tuple[int, str | None, str]]:
-    rows: list[dict[str, Any]] = [
-        row
-        for row in (history.engine_tables or {}).get("checkpoints") or []
-        if row.get("run_id") in (None, history.run_id) or history.run_id is None
-    ]
+    rows = facts.table_rows(history, "checkpoints")
     versions: list[int] = [row["version"] for row in rows if isinstance(row.get("version"), int)]
     if not versions:
         return []

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import math
 
+from harness import boundaries
 from harness import history as history_module
 from harness.checkers import facts, verdict
 from harness.world import ledger
@@ -145,6 +146,23 @@ def _window_interruptions(
     return described
 
 
+def _window_start(history: history_module.TrialHistory, first: ledger.ModelRequest) -> float:
+    """When turn `first.turn`'s model window opened: its earliest model.pending hit after
+    the previous turn's last request, or the first request itself when none was reported.
+
+    A fault at model.pending (before the request leaves) may still cost one extra call:
+    the interrupted worker can survive (pause) and send its request late.
+    """
+    earlier = [r.t for r in facts.model_requests(history) if r.turn < first.turn]
+    after = max(earlier, default=-math.inf)
+    opened = [
+        hit.t
+        for hit in facts.run_hits(history)
+        if boundaries.base_name(hit.point) == "model.pending" and after < hit.t <= first.t
+    ]
+    return min([*opened, first.t])
+
+
 def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
     notes: list[str] = []
     failures: list[str] = []
@@ -169,7 +187,7 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
     found = decisions(history)
     for turn, requests in answered.items():
-        start = requests[0].t
+        start = _window_start(history, requests[0])
         decision = found.get(turn)
         later = [request.t for request in every if request.turn > turn]
         end = decision.hit.t if decision else min(later, default=math.inf)

@@ -152,3 +152,16 @@ def test_success_with_a_turn_never_answered_fails() -> None:
     result = model.check_count(trial.build())
     assert result.verdict is V.FAIL
     assert "turn 1: the run succeeded but the model never answered" in builders.evidence(result)
+
+
+def test_a_pause_at_model_pending_allows_the_stale_workers_late_call() -> None:
+    trial = builders.first_round(builders.Trial())
+    pending = trial.checkpoint("model.pending", "model_pending", turn=1)
+    trial.fault("pause", pending)
+    trial.claim("w-2")
+    trial.fault("resume", worker="w-1")
+    trial.model_request(1)  # w-1's call, in flight before it was paused
+    trial.model_turn(1)  # w-2's own call
+    result = model.check_count(trial.build())
+    assert result.verdict is V.PASS
+    assert "pause at model.pending#2 worker w-1" in builders.evidence(result)
