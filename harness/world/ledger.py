@@ -103,8 +103,9 @@ class Ledger:
         self._counter = counter or SequenceCounter()
 
     def append(self, entry: EntryT) -> EntryT:
-        stamped = entry.model_copy(update={"seq": self._counter.next(), "t": time.time()})
+        # Stamped under the lock, so that one ledger's entries are always in seq order.
         with self._lock:
+            stamped = entry.model_copy(update={"seq": self._counter.next(), "t": time.time()})
             self._entries.append(stamped)
         return stamped
 
