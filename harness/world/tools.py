@@ -88,8 +88,8 @@ class ToolServices:
             self._server.stopping.wait()
             raise http.Abandon()
         with self._lock:
-            stored = self._applied.get((name, key)) if key else None
             if spec.honours_idempotency_key and key and (name, key) in self._applied:
+                stored = self._applied[(name, key)]
                 self._record(name, key, arguments, 200, "deduplicated", stored)
                 return http.Response(200, {"result": stored})
             pair = (name, json.dumps(arguments, sort_keys=True, separators=(",", ":")))
@@ -104,8 +104,10 @@ class ToolServices:
                     extra={"applied": False},
                 )
             failing = attempt <= behaviour.fail_first + behaviour.effect_then_fail
-            status, outcome = (500, "effect_then_failed") if failing else (200, "ok")
-            entry = self._record(name, key, arguments, status, outcome, behaviour.result)
+            if failing:  # the result is recorded as the answer only when it is sent
+                entry = self._record(name, key, arguments, 500, "effect_then_failed")
+            else:
+                entry = self._record(name, key, arguments, 200, "ok", behaviour.result)
             effect = self.ledger.append(
                 ledger.ToolEffect(tool=name, key=key, arguments=arguments, request_seq=entry.seq)
             )
