@@ -6,8 +6,9 @@
 Lookup: `toxiproxy-server` on PATH, then `$CRASHCERT_CACHE/bin/toxiproxy-server`
 (default cache ~/.cache/crashcert). The server is our direct child, in its own session
 (Ctrl-C does not reach it), with a parent-death signal (Linux): if the harness is SIGKILLed
-the kernel kills it too. `close()`, atexit and SIGTERM/SIGHUP stop it by PID. Its log is
-an unlinked temp file.
+the kernel kills it too (the signal follows the *thread* that started it: start it from
+a long-lived thread such as the main one). `close()`, atexit and SIGTERM/SIGHUP stop it
+by PID. Its log is an unlinked temp file.
 """
 
 from __future__ import annotations
@@ -170,7 +171,12 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
 
 @contextlib.contextmanager
 def provide(*, provider: Provider = "auto") -> typing.Iterator[proxy.Toxiproxy]:
-    """A Toxiproxy client for a server that lives as long as the block."""
+    """A Toxiproxy client for a server that lives as long as the block.
+
+    auto: the local binary; without one, a container where a Docker engine answers.
+    """
+    if provider == "auto" and find_binary() is None and containers.docker_engine_answers():
+        provider = "testcontainers"
     if provider == "testcontainers":
         with _container() as client:
             yield client

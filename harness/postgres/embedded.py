@@ -5,8 +5,16 @@ Layout: one private directory (mkdtemp, mode 0700, owned by the server account) 
 trust authentication (the cluster is local, private and thrown away), fsync on: the nemesis
 crashes this server and committed data must survive like it would in production.
 
-Cleanup is certain: `close()` at the end of `with`, at exit and on SIGTERM/SIGHUP (reaper),
-and a watchdog process for the case the harness itself is SIGKILLed (see watchdog.py).
+Cleanup is certain: `close()` at the end of `with`, at exit and on SIGTERM/SIGHUP (reaper);
+Ctrl-C unwinds `with` blocks as KeyboardInterrupt. pg_ctl starts the postmaster in its own
+session, so a terminal's Ctrl-C never reaches Postgres directly.
+
+If the harness is SIGKILLed, nothing in it runs; a watchdog process (watchdog.py, one per
+cluster, started before initdb) holds the read end of a pipe only the harness can write to.
+When the pipe reaches EOF without a `disarm`, the watchdog runs `pg_ctl stop -m immediate`
+(SIGKILL by PID as a fallback) and removes the directory, within about a second. Caveats:
+a harness that fork()s without exec shares the pipe, so the watchdog waits for those children
+too; a SIGKILLed watchdog protects nothing (its session keeps it away from group signals).
 """
 
 from __future__ import annotations

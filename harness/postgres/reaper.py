@@ -27,6 +27,7 @@ _lock = threading.RLock()
 _cleanups: dict[int, Cleanup] = {}
 _ids = itertools.count(1)
 _owner_pid: int | None = None
+_signals_installed = False
 _previous: dict[int, Handler] = {}
 
 
@@ -60,13 +61,14 @@ def run_all() -> None:
 
 
 def _install() -> None:
-    global _owner_pid
-    if _owner_pid == os.getpid():
-        return
-    _owner_pid = os.getpid()
-    atexit.register(run_all)
-    if threading.current_thread() is not threading.main_thread():
+    global _owner_pid, _signals_installed
+    if _owner_pid != os.getpid():
+        _owner_pid = os.getpid()
+        _signals_installed = False
+        atexit.register(run_all)
+    if _signals_installed or threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread; atexit still applies
+    _signals_installed = True
     for signum in TERMINATING_SIGNALS:
         current = signal.getsignal(signum)
         if current == signal.SIG_IGN:
