@@ -169,3 +169,19 @@ def test_testcontainers_toxiproxy() -> None:
         pytest.skip(containers.NO_DOCKER)
     with toxiproxy_server.provide(provider="testcontainers") as client:
         assert client.answers()
+
+
+@pytest.mark.parametrize(
+    ("skip", "require", "outcome"),
+    [("", "", "fail"), ("1", "", "skip"), ("1", "1", "fail"), ("", "1", "fail")],
+)
+def test_missing_toxiproxy_fails_unless_skipping_is_allowed(
+    monkeypatch: pytest.MonkeyPatch, skip: str, require: str, outcome: str
+) -> None:
+    from tests import fix_proxy
+
+    monkeypatch.setenv(fix_proxy.SKIP_ENV, skip)
+    monkeypatch.setenv(fix_proxy.REQUIRE_ENV, require)
+    expected = pytest.skip.Exception if outcome == "skip" else pytest.fail.Exception
+    with pytest.raises(expected, match="toxiproxy_server build"):
+        fix_proxy.unavailable(toxiproxy_server.HOW_TO_GET)
