@@ -70,7 +70,7 @@ class Interruption:
     def describe(self) -> str:
         where = f" at {self.hit.point}#{self.hit.occurrence}" if self.hit else ""
         worker = f" worker {self.fault.worker_id}" if self.fault.worker_id else ""
-        return f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:g})"
+        return f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:.3f})"
 
 
 def canonical(value: Any) -> str:
@@ -138,7 +138,7 @@ def detail_int(hit: history_module.BoundaryHit, name: str) -> int | None:
 
 def describe_hit(hit: history_module.BoundaryHit) -> str:
     worker = f" by {hit.worker_id}" if hit.worker_id else ""
-    return f"{hit.point}#{hit.occurrence}{worker} (hit seq {hit.seq}, t={hit.t:g})"
+    return f"{hit.point}#{hit.occurrence}{worker} (hit seq {hit.seq}, t={hit.t:.3f})"
 
 
 def claims(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:

@@ -104,7 +104,7 @@ def check_once_after_decision(history: history_module.TrialHistory) -> verdict.C
         late = [request for request in every.get(turn, []) if request.t > decision.hit.t]
         for request in late:
             failures.append(
-                f"turn {turn}: model request seq {request.seq} (t={request.t:g}, status "
+                f"turn {turn}: model request seq {request.seq} (t={request.t:.3f}, status "
                 f"{request.status_code}) after its decision was committed at "
                 f"{facts.describe_hit(decision.hit)}"
             )

@@ -47,8 +47,8 @@ def test_a_stale_worker_committing_after_the_takeover_fails() -> None:
     )
     assert result.summary == (
         f"w-1 committed tool.started#{stale.occurrence} by w-1 (hit seq {stale.seq}, "
-        f"t={stale.t:g}) after losing its lease at run.claimed#2 by w-2 "
-        f"(hit seq {claim.seq}, t={claim.t:g})"
+        f"t={stale.t:.3f}) after losing its lease at run.claimed#2 by w-2 "
+        f"(hit seq {claim.seq}, t={claim.t:.3f})"
     )
     assert "in-flight remote calls are not fenceable" in builders.evidence(result)
 
