@@ -40,6 +40,8 @@ from harness.engines import commands
 
 DEFAULT_OUT = "crashcert-trials"
 console = rich.console.Console(highlight=False, soft_wrap=True)
+if not console.is_terminal:
+    console.width = 160  # CI logs: keep the summary table on one line per row
 
 
 def _engine_option(function: Any) -> Any:

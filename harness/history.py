@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from harness import run_report, scenario as scenario_module
+from harness import run_report
+from harness import scenario as scenario_module
 from harness.world import ledger
 
 

@@ -4,7 +4,7 @@ The plan says which fault where (point and occurrence); the nemesis carries it o
 control channel's thread while the reporting worker is blocked, records what it did, and
 heals what it broke: after `params.heal_after_s`, or at the latest when the trial ends.
 
-- kill: SIGKILL the worker's process group, start a fresh worker.
+- kill: SIGKILL the worker's process group; a standby (or a fresh) worker recovers.
 - pause: SIGSTOP past the lease until another worker adopts the run; then SIGCONT (a zombie).
 - db_cut: disable the worker's proxy (connections die, none open); heal: enable.
 - commit_lost: swallow server->engine bytes (COMMIT lands, its ack never does);
@@ -109,7 +109,8 @@ class Nemesis:
             assert worker is not None
             worker.kill()
             self._record("kill", step, hit, ok=True, note=f"SIGKILL process group {worker.pgid}")
-            self._launcher.start()  # a fresh worker, as a supervisor would start
+            if not self._launcher.workers.alive():
+                self._launcher.start()  # the pool is empty: a fresh worker, as a supervisor would
         elif step.action == "pause":
             assert worker is not None
             self._pause(step, hit, worker)

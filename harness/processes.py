@@ -98,6 +98,15 @@ class Worker:
             self._signal_group(signal.SIGCONT)
             self.paused = False
 
+    def request_stop(self) -> None:
+        """SIGTERM without waiting (terminate() waits)."""
+        with self._lock:
+            if self.alive:
+                self._remember_descendants()
+                if self.paused:
+                    self._signal_group(signal.SIGCONT)
+                self._signal_group(signal.SIGTERM)
+
     def terminate(self) -> None:
         """SIGTERM (graceful), SIGKILL after a grace period."""
         with self._lock:
@@ -161,7 +170,11 @@ class WorkerSet:
         return [worker for worker in self.all() if worker.alive]
 
     def close(self) -> None:
-        for worker in self.all():
+        """SIGTERM every worker at once (their grace periods overlap), then reap each."""
+        workers = self.all()
+        for worker in workers:
+            worker.request_stop()
+        for worker in workers:
             try:
                 worker.terminate()
             except errors.EnvironmentProblem:

@@ -36,7 +36,7 @@ def print_summary(
     console: rich.console.Console,
     unreached: list[str] | None = None,
 ) -> None:
-    columns = ["baseline", *boundaries.BOUNDARIES]
+    rows = ["baseline", *boundaries.BOUNDARIES]
     cells: dict[tuple[str, str], list[verdict_module.Verdict]] = collections.defaultdict(list)
     scenarios: list[str] = []
     for outcome in outcomes:
@@ -44,16 +44,13 @@ def print_summary(
         if name not in scenarios:
             scenarios.append(name)
         cells[(name, _cell_point(outcome))].append(outcome.verdict)
-    table = rich.table.Table(title="scenario x boundary (trials per cell: verdict)")
-    table.add_column("scenario")
-    for column in columns:
-        table.add_column(column.replace(".", ".\n"), justify="center")
+    # Boundaries down, scenarios across: 13 rows stay readable however many scenarios.
+    table = rich.table.Table(title="boundary x scenario: trials per verdict (P pass, F fail, ...)")
+    table.add_column("boundary")
     for name in scenarios:
-        row = [name]
-        for column in columns:
-            verdicts = cells.get((name, column), [])
-            row.append(_render(verdicts))
-        table.add_row(*row)
+        table.add_column(name, justify="center")
+    for row in rows:
+        table.add_row(row, *[_render(cells.get((name, row), [])) for name in scenarios])
     console.print(table)
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
@@ -157,6 +154,8 @@ def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -
 
 
 def _first_failure(outcome: trial_module.TrialOutcome) -> str:
+    """The result that decided the trial's verdict (a FAIL before an INCONCLUSIVE)."""
     for result in outcome.failing:
-        return f"{result.invariant}: {result.summary}"
+        if result.verdict is outcome.verdict:
+            return f"{result.invariant}: {result.summary}"
     return outcome.verdict.value

@@ -27,6 +27,8 @@ import tempfile
 import time
 import typing
 
+import psutil
+
 from harness import errors, proxy
 from harness.postgres import containers, embedded, reaper
 
@@ -41,6 +43,7 @@ STOP_TIMEOUT_S = 10
 BUILD_TIMEOUT_S = 900
 POLL_S = 0.05
 LOG_TAIL_CHARS = 2000
+PORT_ATTEMPTS = 3
 PR_SET_PDEATHSIG = 1
 HOW_TO_GET = (
     "no Toxiproxy server found: run `python -m harness.toxiproxy_server build` (needs Go; "
@@ -120,9 +123,22 @@ class ToxiproxyServer:
         start = max(0, size - chars)
         return os.pread(self._log_fd, size - start, start).decode(errors="replace")
 
-    def close(self) -> None:
-        """Stop by PID (SIGTERM, then SIGKILL). Idempotent."""
-        if self._process.poll() is None:
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def listening(self) -> bool:
+        """Whether this very process holds the listening socket (not someone else on the port)."""
+        try:
+            conns = psutil.Process(self.pid).net_connections(kind="tcp")
+        except psutil.Error:
+            return False
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in conns)
+
+    def close(self) -> int | None:
+        """Stop by PID (SIGTERM, then SIGKILL); returns the exit code if it had exited by
+        itself (None if we stopped it). Idempotent."""
+        exited_alone = self._process.poll()
+        if exited_alone is None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.terminate()
             try:
@@ -135,6 +151,7 @@ class ToxiproxyServer:
                 os.close(self._log_fd)
             self._log_fd = None
         reaper.unregister(self._reaper_key)
+        return exited_alone
 
 
 def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
@@ -142,7 +159,22 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
     binary = binary or find_binary()
     if binary is None:
         raise errors.EnvironmentProblem(HOW_TO_GET)
-    port = embedded.free_port()
+    for attempt in range(PORT_ATTEMPTS):
+        server = _launch(binary, embedded.free_port())
+        if _wait_ready(server):
+            return server
+        log = server.log_tail()
+        exit_code = server.close()
+        # Another process may have taken the port between our probe and the server's bind.
+        if exit_code is None or attempt == PORT_ATTEMPTS - 1:
+            raise errors.EnvironmentProblem(
+                f"Toxiproxy ({binary}) did not answer on {HOST}:{server.port} within "
+                f"{START_TIMEOUT_S} s (exit {exit_code}):\n{log}"
+            )
+    raise AssertionError("unreachable")
+
+
+def _launch(binary: pathlib.Path, port: int) -> ToxiproxyServer:
     # The log lives in an unlinked file: even a SIGKILLed harness leaves no file behind.
     fd, log_name = tempfile.mkstemp(prefix="crashcert-toxiproxy-", suffix=".log")
     os.unlink(log_name)
@@ -155,18 +187,19 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
     except OSError as exc:
         os.close(fd)
         raise errors.EnvironmentProblem(f"cannot start Toxiproxy ({binary}): {exc}") from exc
-    server = ToxiproxyServer(process, port, fd)
+    return ToxiproxyServer(process, port, fd)
+
+
+def _wait_ready(server: ToxiproxyServer) -> bool:
+    """True once *our* process listens on the port and /version answers there."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not server.client.answers():
-        if process.poll() is not None or time.monotonic() > deadline:
-            log = server.log_tail()
-            server.close()
-            raise errors.EnvironmentProblem(
-                f"Toxiproxy ({binary}) did not answer on {HOST}:{port} within "
-                f"{START_TIMEOUT_S} s (exit {process.returncode}):\n{log}"
-            )
+    while time.monotonic() < deadline:
+        if not server.running():
+            return False
+        if server.listening() and server.client.answers():
+            return True
         time.sleep(POLL_S)
-    return server
+    return False
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ Placeholders in commands: `{python}` (this interpreter), `{run_id}`. Every comma
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pathlib
@@ -38,6 +39,9 @@ class EngineDescription(pydantic.BaseModel):
     lease_ms: int = pydantic.Field(default=1000, ge=50)
     # Where the commands run, relative to the description file.
     workdir: str = "."
+    # Optional in-process adapter: a module with migrate/submit/report/export(dsn, ...)
+    # functions, used instead of the commands (workers always run as processes).
+    python_adapter: str | None = None
     # "all", or the list of points the engine reports; [] means black box.
     boundaries: list[str] | str = "all"
 
@@ -60,6 +64,7 @@ class CommandEngine:
         self.name = description.name
         self.lease_ms = description.lease_ms
         self._base_dir = (base_dir / description.workdir).resolve()
+        self._module: Any | None = None
         points = description.boundaries
         self.boundaries: tuple[str, ...] = (
             tuple(boundaries_module.all_points()) if points == "all" else tuple(points)
@@ -101,7 +106,25 @@ class CommandEngine:
             )
         return done.stdout
 
+    def _in_process(self, name: str) -> Any | None:
+        """The adapter module's function `name`, or None to use the command."""
+        if not self.description.python_adapter:
+            return None
+        if self._module is None:
+            try:
+                self._module = importlib.import_module(self.description.python_adapter)
+            except ImportError as error:
+                raise errors.CrashcertError(
+                    f"engine {self.name}: cannot import python_adapter "
+                    f"{self.description.python_adapter!r}: {error}"
+                ) from None
+        return getattr(self._module, name, None)
+
     def migrate(self, dsn: str) -> None:
+        function = self._in_process("migrate")
+        if function is not None:
+            _call(self.name, "migrate", function, dsn)
+            return
         self._run("migrate", self._argv(self.description.migrate), dsn)
 
     def worker_command(self) -> list[str]:
@@ -111,6 +134,9 @@ class CommandEngine:
         return self.description.env
 
     def submit(self, dsn: str, run_input: run_report.RunInput) -> str:
+        function = self._in_process("submit")
+        if function is not None:
+            return str(_call(self.name, "submit", function, dsn, run_input.model_dump(mode="json")))
         out = self._run(
             "submit", self._argv(self.description.submit), dsn, stdin=run_input.model_dump_json()
         )
@@ -123,7 +149,11 @@ class CommandEngine:
         return str(run_id)
 
     def report(self, dsn: str, run_id: str) -> run_report.RunReport:
-        out = self._run("status", self._argv(self.description.status, run_id=run_id), dsn)
+        function = self._in_process("report")
+        if function is not None:
+            out = json.dumps(_call(self.name, "report", function, dsn, run_id))
+        else:
+            out = self._run("status", self._argv(self.description.status, run_id=run_id), dsn)
         try:
             return run_report.RunReport.model_validate_json(out)
         except pydantic.ValidationError as error:
@@ -132,16 +162,30 @@ class CommandEngine:
             ) from None
 
     def export(self, dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
-        if not self.description.export:
+        function = self._in_process("export")
+        if function is not None:
+            tables = _call(self.name, "export", function, dsn, run_id)
+        elif not self.description.export:
             return None
-        out = self._run("export", self._argv(self.description.export, run_id=run_id), dsn)
-        try:
-            tables = json.loads(out)
-        except ValueError:
-            raise errors.CrashcertError(f"engine {self.name}: export printed no JSON") from None
+        else:
+            out = self._run("export", self._argv(self.description.export, run_id=run_id), dsn)
+            try:
+                tables = json.loads(out)
+            except ValueError:
+                raise errors.CrashcertError(f"engine {self.name}: export printed no JSON") from None
         if not isinstance(tables, dict):
             raise errors.CrashcertError(f"engine {self.name}: export must print an object")
         return tables
+
+
+def _call(engine: str, what: str, function: Any, *args: Any) -> Any:
+    """An in-process adapter call; its failure is the engine's, reported like a command's."""
+    try:
+        return function(*args)
+    except Exception as error:
+        raise errors.CrashcertError(
+            f"engine {engine}: {what} failed: {type(error).__name__}: {error}"
+        ) from None
 
 
 def load(path: str | pathlib.Path) -> CommandEngine:
