@@ -134,11 +134,14 @@ class ToxiproxyServer:
             return False
         return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in conns)
 
-    def close(self) -> int | None:
-        """Stop by PID (SIGTERM, then SIGKILL); returns the exit code if it had exited by
-        itself (None if we stopped it). Idempotent."""
-        exited_alone = self._process.poll()
-        if exited_alone is None:
+    @property
+    def exit_code(self) -> int | None:
+        """None while it runs."""
+        return self._process.poll()
+
+    def close(self) -> None:
+        """Stop by PID (SIGTERM, then SIGKILL). Idempotent."""
+        if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.terminate()
             try:
@@ -151,7 +154,6 @@ class ToxiproxyServer:
                 os.close(self._log_fd)
             self._log_fd = None
         reaper.unregister(self._reaper_key)
-        return exited_alone
 
 
 def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
@@ -161,15 +163,17 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
         raise errors.EnvironmentProblem(HOW_TO_GET)
     for attempt in range(PORT_ATTEMPTS):
         server = _launch(binary, embedded.free_port())
-        if _wait_ready(server):
+        state = _wait_ready(server)
+        if state == "ready":
             return server
-        log = server.log_tail()
-        exit_code = server.close()
-        # Another process may have taken the port between our probe and the server's bind.
-        if exit_code is None or attempt == PORT_ATTEMPTS - 1:
+        log, exit_code = server.log_tail(), server.exit_code
+        server.close()
+        # Another process may have taken the port between our probe and the server's bind;
+        # Toxiproxy then logs the error and keeps running without its API.
+        if state != "port_taken" or attempt == PORT_ATTEMPTS - 1:
             raise errors.EnvironmentProblem(
                 f"Toxiproxy ({binary}) did not answer on {HOST}:{server.port} within "
-                f"{START_TIMEOUT_S} s (exit {exit_code}):\n{log}"
+                f"{START_TIMEOUT_S} s ({state}, exit {exit_code}):\n{log}"
             )
     raise AssertionError("unreachable")
 
@@ -190,16 +194,19 @@ def _launch(binary: pathlib.Path, port: int) -> ToxiproxyServer:
     return ToxiproxyServer(process, port, fd)
 
 
-def _wait_ready(server: ToxiproxyServer) -> bool:
-    """True once *our* process listens on the port and /version answers there."""
+def _wait_ready(server: ToxiproxyServer) -> typing.Literal["ready", "port_taken", "failed"]:
+    """Ready once *our* process listens on the port and /version answers there."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if not server.running():
-            return False
-        if server.listening() and server.client.answers():
-            return True
+            return "failed"
+        if server.listening():
+            if server.client.answers():
+                return "ready"
+        elif embedded.port_taken(server.port) and not server.listening():
+            return "port_taken"
         time.sleep(POLL_S)
-    return False
+    return "failed"
 
 
 @contextlib.contextmanager

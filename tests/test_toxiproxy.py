@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from harness import errors, proxy, toxiproxy_server
+from harness.postgres import embedded
 
 CONNECT_TIMEOUT_S = 2  # libpq's minimum
 
@@ -67,6 +68,25 @@ def test_server_runs_on_loopback_and_stops_by_pid(toxiproxy_binary: pathlib.Path
     assert not process.is_running()
     assert not server.client.answers()
     server.close()  # idempotent
+
+
+@pytest.mark.toxiproxy
+def test_start_moves_on_when_the_port_is_taken(
+    toxiproxy_binary: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(1)
+        taken = squatter.getsockname()[1]
+        offered = iter([taken])
+        real_free_port = embedded.free_port
+        monkeypatch.setattr(embedded, "free_port", lambda: next(offered, 0) or real_free_port())
+        server = toxiproxy_server.start(binary=toxiproxy_binary)
+        try:
+            assert server.port != taken
+            assert server.client.answers()
+        finally:
+            server.close()
 
 
 @pytest.mark.postgres

@@ -178,7 +178,7 @@ class EmbeddedServer:
                 self.start()
                 return
             except errors.EnvironmentProblem:
-                if attempt == PORT_ATTEMPTS - 1 or not _port_taken(self._port):
+                if attempt == PORT_ATTEMPTS - 1 or not port_taken(self._port):
                     raise
 
     def _pg_ctl(self, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -281,7 +281,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_taken(port: int) -> bool:
+def port_taken(port: int) -> bool:
+    """Whether some process holds `port` on the loopback (we cannot bind it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((HOST, port))
