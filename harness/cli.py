@@ -92,6 +92,9 @@ def main(verbose: bool) -> None:
 @click.option("--json", "json_path", default=None, help="Write a JSON report here.")
 @click.option("--junit", "junit_path", default=None, help="Write a JUnit XML report here.")
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--jobs", default=2, show_default=True, help="Fault trials run this many at a time."
+)
 @_pg_option
 def matrix(
     engine_ref: str,
@@ -102,6 +105,7 @@ def matrix(
     json_path: str | None,
     junit_path: str | None,
     seed: int,
+    jobs: int,
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
@@ -143,6 +147,7 @@ def matrix(
                 faults=fault_classes,
                 second_kill=second_kill,
                 seed=seed,
+                jobs=jobs,
                 progress=progress,
             )
     report.print_summary(result.outcomes, console=console, unreached=result.unreached)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import pathlib
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from harness import lab as lab_module
 from harness import plan
@@ -41,34 +44,86 @@ def run_matrix(
     faults: list[str] | None = None,
     second_kill: bool = False,
     seed: int = 0,
+    jobs: int = 1,
     progress: Progress | None = None,
 ) -> MatrixResult:
-    """`scenarios` pairs how the user named each scenario with the scenario itself."""
+    """`scenarios` pairs how the user named each scenario with the scenario itself.
+
+    Baselines run first, one at a time; then the fault trials, `jobs` at a time (each trial
+    has its own database, world, socket and proxies). A trial that restarts Postgres runs
+    alone, since the restart strikes every trial's connections.
+    """
     started = time.monotonic()
     result = MatrixResult()
+    counter = _Counter(progress)
+    specs: list[trial_module.TrialSpec] = []
     traces: list[list[tuple[str, int]]] = []
-    done = 0
     for reference, scenario in scenarios:
         base = trial_module.TrialSpec(
             scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
         )
         baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
         result.outcomes.append(baseline)
-        done += 1
-        if progress:
-            progress(baseline, done, None)
+        counter.done(baseline)
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
         for steps in plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill):
-            spec = base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)})
+            specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
+    gate = _SharedExclusive()
+
+    def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
+        exclusive = any(step.action == "pg_restart" for step in spec.plan)
+        with gate.hold(exclusive=exclusive):
             outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
-            result.outcomes.append(outcome)
-            done += 1
-            if progress:
-                progress(outcome, done, None)
+        counter.done(outcome)
+        return outcome
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        result.outcomes.extend(pool.map(run, specs))  # map keeps the plan's order
     result.unreached = plan.unreached(lab.engine.boundaries, traces)
     result.wall_s = time.monotonic() - started
     return result
+
+
+class _Counter:
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self._done = 0
+        self._lock = threading.Lock()
+
+    def done(self, outcome: trial_module.TrialOutcome) -> None:
+        with self._lock:
+            self._done += 1
+            if self._progress:
+                self._progress(outcome, self._done, None)
+
+
+class _SharedExclusive:
+    """Many trials at once, or one exclusive trial alone."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    @contextlib.contextmanager
+    def hold(self, *, exclusive: bool) -> Iterator[None]:
+        with self._condition:
+            if exclusive:
+                self._condition.wait_for(lambda: not self._exclusive and self._shared == 0)
+                self._exclusive = True
+            else:
+                self._condition.wait_for(lambda: not self._exclusive)
+                self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                if exclusive:
+                    self._exclusive = False
+                else:
+                    self._shared -= 1
+                self._condition.notify_all()
 
 
 # FAIL is the most important news, then ERROR, then INCONCLUSIVE (as checkers.combine).

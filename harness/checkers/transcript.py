@@ -12,17 +12,28 @@ import collections
 
 from harness import history as history_module
 from harness.checkers import facts, verdict
+from harness.world import ledger
 
 INVARIANT = "transcript.intact"
 ANSWERED_OUTCOMES = frozenset({"ok", "deduplicated"})
 
 
 def _world_answers(history: history_module.TrialHistory) -> dict[facts.LogicalCall, set[str]]:
+    """Results the world gave per logical call: answered requests, and found queries by key
+    (a service that applied the effect and then failed answers its result to a query)."""
     answers: dict[facts.LogicalCall, set[str]] = collections.defaultdict(set)
+    calls_by_key: dict[tuple[str, str], facts.LogicalCall] = {}
     for request in facts.tool_requests(history):
+        call = facts.logical_call(request.tool, request.arguments)
+        if request.key is not None:
+            calls_by_key[(request.tool, request.key)] = call
         if request.outcome in ANSWERED_OUTCOMES:
-            call = facts.logical_call(request.tool, request.arguments)
             answers[call].add(facts.canonical(request.result))
+    for entry in history.tools:
+        if isinstance(entry, ledger.ToolQuery) and entry.found:
+            queried = calls_by_key.get((entry.tool, entry.key))
+            if queried is not None:
+                answers[queried].add(facts.canonical(entry.result))
     return answers
 
 

@@ -60,6 +60,7 @@ class ToolQuery(Entry):
     key: str
     found: bool
     status_code: int = 200  # 405: the tool is not queryable; 404: found is False
+    result: Any = None  # the stored result the service answered with, when found
 
 
 class ReplyRequest(Entry):

@@ -137,7 +137,9 @@ class ToolServices:
             result = self._applied.get((name, key))
             status = 200 if found else 404
             self.ledger.append(
-                ledger.ToolQuery(tool=name, key=key, found=found, status_code=status)
+                ledger.ToolQuery(
+                    tool=name, key=key, found=found, status_code=status, result=result
+                )
             )
         if found:
             return http.Response(200, {"applied": True, "result": result})
