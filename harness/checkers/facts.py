@@ -70,7 +70,9 @@ class Interruption:
     def describe(self) -> str:
         where = f" at {self.hit.point}#{self.hit.occurrence}" if self.hit else ""
         worker = f" worker {self.fault.worker_id}" if self.fault.worker_id else ""
-        return f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:.3f})"
+        return (
+            f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:.3f})"
+        )
 
 
 def canonical(value: Any) -> str:

@@ -2,9 +2,11 @@
 
 (a) a call the final report marks `outcome_unknown` is presented to the model as such;
 (b) after a fault struck inside a non-replayable call's tool window, the call is not
-    requested again (a queryable tool must be asked by key first; a tool that honours
-    keys, asked again with the same key, applied nothing twice); a killed call that was
-    not asked again ends `outcome_unknown`;
+    requested again: a tool that honours keys, asked again with the same key, applied
+    nothing twice; a queryable tool may be asked by key and, when nothing was applied and
+    the interrupted worker is dead (kill), run again; a worker that survived (pause,
+    database cut, ...) may still send its own request, which no query can rule out. A
+    killed call that was not asked again ends `outcome_unknown`;
 (c) the report never claims a non-replayable call succeeded when the world saw no effect.
 """
 
@@ -88,41 +90,49 @@ def _judge_repeats(
         )
         repeats = repeats[1:]
     where = f"{call} interrupted by {item.describe()}"
+    survived = item.fault.action != "kill"
     for repeat in repeats:
-        if spec.queryable:
-            queries = [
-                query
-                for query in facts.tool_queries(history)
-                if query.tool == call.tool
-                and query.key == repeat.key
-                and item.start < query.t < repeat.t
-            ]
-            if not queries:
-                failures.append(
-                    f"{where} was requested again at seq {repeat.seq} (key {repeat.key!r}) "
-                    "without first asking the tool by that key"
-                )
-            elif queries[-1].found and not spec.honours_idempotency_key:
-                failures.append(
-                    f"{where}: query seq {queries[-1].seq} found the effect applied, yet the "
-                    f"call was requested again at seq {repeat.seq}"
-                )
-            else:
-                notes.append(
-                    f"{where}: asked by key {repeat.key!r} (query seq {queries[-1].seq}, found "
-                    f"{queries[-1].found}) before requesting again at seq {repeat.seq}"
-                )
-            continue
         keys = {request.key for request in [*prior, repeat]}
         if spec.honours_idempotency_key and repeat.key and keys == {repeat.key}:
             notes.append(
                 f"{where} was requested again at seq {repeat.seq} with the same key "
                 f"{repeat.key!r}; the tool honours keys, so the world applied no second effect"
             )
-        else:
+            continue
+        if not spec.queryable:
             failures.append(
                 f"{where} was requested again at seq {repeat.seq} (key {repeat.key!r}): a "
                 "non-replayable call whose outcome is unknown must not be re-executed"
+            )
+            continue
+        queries = [
+            query
+            for query in facts.tool_queries(history)
+            if query.tool == call.tool
+            and query.key == repeat.key
+            and item.start < query.t < repeat.t
+        ]
+        if not queries:
+            failures.append(
+                f"{where} was requested again at seq {repeat.seq} (key {repeat.key!r}) "
+                "without first asking the tool by that key"
+            )
+        elif queries[-1].found:
+            failures.append(
+                f"{where}: query seq {queries[-1].seq} found the effect applied, yet the "
+                f"call was requested again at seq {repeat.seq}"
+            )
+        elif survived:
+            # "Not applied yet" says nothing about the request the survivor may still send.
+            failures.append(
+                f"{where} was re-executed at seq {repeat.seq} after query seq "
+                f"{queries[-1].seq} found nothing, but the interrupted worker survived the "
+                f"{item.fault.action}: the query cannot rule out its call in flight"
+            )
+        else:
+            notes.append(
+                f"{where}: asked by key {repeat.key!r} (query seq {queries[-1].seq}, not "
+                f"found) before requesting again at seq {repeat.seq}"
             )
     return repeats
 

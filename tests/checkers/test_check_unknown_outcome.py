@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers import unknown_outcome, verdict
+from harness.checkers import tools, unknown_outcome, verdict
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -55,7 +55,7 @@ def test_queryable_tool_asked_by_key_before_the_repeat_passes() -> None:
     request = trial.tool_request("call_refund")
     result = check(resume(trial, "succeeded", builders.ok(request.result)))
     assert result.verdict is V.PASS
-    assert f"query seq {query.seq}, found False) before requesting again at seq {request.seq}" in (
+    assert f"query seq {query.seq}, not found) before requesting again at seq {request.seq}" in (
         builders.evidence(result)
     )
 
@@ -189,3 +189,24 @@ def test_a_replayable_call_may_run_again() -> None:
     result = check(trial)
     assert result.verdict is V.PASS
     assert "replayable, may run again" in builders.evidence(result)
+
+
+def test_re_execution_racing_a_paused_workers_call_fails() -> None:
+    # Seen with the reference engine: pause@tool.started#2 on the refund scenario.
+    trial = builders.first_round(builders.Trial())
+    trial.model_turn(1)
+    trial.fault("pause", trial.start_tool("call_refund"))
+    trial.claim("w-2")
+    query = trial.tool_query("call_refund", found=False)
+    trial.start_tool("call_refund")
+    trial.fault("resume", worker="w-1")
+    trial.tool_request("call_refund")  # w-1's request, in flight since before the pause
+    again = trial.tool_request("call_refund")  # w-2 executes it again
+    result = check(resume(trial, "succeeded", builders.ok(builders.REFUND_RESULT)))
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(f"{REFUND} interrupted by pause at tool.started#2 worker w-1")
+    assert (
+        f"re-executed at seq {again.seq} after query seq {query.seq} found nothing, but the "
+        "interrupted worker survived the pause"
+    ) in result.summary
+    assert tools.check_at_most_once(trial.build()).verdict is V.FAIL
