@@ -192,7 +192,7 @@ CREATE TABLE events (
                     'reply.sending', 'reply.delivered', 'reply.uncertain',
                     'run.reconciled', 'run.cancel_requested', 'run.cancelled',
                     'run.succeeded', 'run.failed', 'run.dead_lettered',
-                    'run.budget_exhausted')),
+                    'run.budget_exhausted', 'run.delivery_uncertain')),
     worker_id   text,
     lease_epoch bigint,
     data        jsonb NOT NULL DEFAULT '{}'::jsonb,
