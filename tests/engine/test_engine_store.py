@@ -11,7 +11,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from reference_engine import boundary, decide, errors, inputs
+from reference_engine import boundary as boundary_module
+from reference_engine import decide, errors, inputs
 from reference_engine import store as store_module
 
 pytestmark = pytest.mark.postgres
@@ -221,7 +222,7 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
     assert "tool.succeeded" not in kinds and kinds.count("run.claimed") == 2
 
 
-class SlowReporter(boundary.Reporter):
+class SlowReporter(boundary_module.Reporter):
     """Holds the transaction at before_commit past the lease, like a SIGSTOP there."""
 
     def __init__(self, pause_s: float) -> None:
@@ -229,9 +230,9 @@ class SlowReporter(boundary.Reporter):
         self.pause_s = pause_s
         self.seen: list[str] = []
 
-    def report(self, name: str, run_id: str, **detail: Any) -> None:
-        self.seen.append(name)
-        if name.endswith(boundary.BEFORE_COMMIT):
+    def report(self, boundary: str, run_id: str, **detail: Any) -> None:
+        self.seen.append(boundary)
+        if boundary.endswith(boundary_module.BEFORE_COMMIT):
             time.sleep(self.pause_s)  # simulates a stopped process, not a wait for a condition
 
 

@@ -1,0 +1,229 @@
+"""Benchmark the reference engine: 4 workers against the zero-latency world, then pgbench
+on the same cluster in the same run. Prints figures; asserts nothing.
+
+    python ci/bench_engine.py [--runs 200] [--workers 4] [--scenario refund]
+
+A "transition" is one committed state-changing transaction of the engine: a claim, a
+frontier save, a tool start, a tool settlement, a delivery start, a terminal status.
+The pgbench baseline is a single-row UPDATE with 4 clients (`pgbench -n -c 4 -T 10`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import psycopg
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness import postgres  # noqa: E402
+from harness import scenario as scenario_module  # noqa: E402
+from harness.postgres import admin  # noqa: E402
+from harness.world import world as world_module  # noqa: E402
+from reference_engine import inputs  # noqa: E402
+from reference_engine import store as store_module  # noqa: E402
+
+TRANSITION_EVENTS = (
+    "run.claimed",
+    "checkpoint.saved",
+    "tool.started",
+    "tool.succeeded",
+    "tool.failed",
+    "tool.outcome_unknown",
+    "reply.sending",
+    "run.succeeded",
+    "run.failed",
+    "run.budget_exhausted",
+    "run.delivery_uncertain",
+)
+PGBENCH_SCRIPT = "UPDATE bench_counter SET n = n + 1 WHERE id = 1;\n"
+
+
+def make_input(world: world_module.World) -> inputs.RunInput:
+    scenario = world.scenario
+    run_key = f"bench-{uuid.uuid4().hex[:12]}"
+    marker = world.register_run(run_key)
+    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+    return inputs.RunInput(
+        run_key=run_key,
+        messages=[
+            {"role": "system", "content": scenario.input.system},
+            {"role": "user", "content": f"{marker} {user}"},
+        ],
+        budgets=inputs.Budgets(**scenario.budgets.model_dump()),
+        max_attempts=5,
+    )
+
+
+def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> dict[str, float]:
+    scenario = scenario_module.find(scenario_name)
+    with world_module.World(scenario) as world:
+        store = store_module.Store(dsn)
+        store.migrate()
+        for _ in range(runs):
+            store.create_run(make_input(world))
+        env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHCERT_")}
+        env.update(
+            world.env(),
+            DATABASE_URL=dsn,
+            CRASHCERT_LEASE_MS="5000",
+            CRASHCERT_POLL_MS="10",
+            PYTHONPATH=str(REPO),
+        )
+        with psycopg.connect(dsn) as conn:
+            commits_before = _xact_commits(conn)
+        started = time.monotonic()
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "reference_engine", "worker"],
+                env={**env, "CRASHCERT_WORKER_ID": f"bench-{i}"},
+                cwd=REPO,
+                start_new_session=True,
+            )
+            for i in range(workers)
+        ]
+        try:
+            elapsed = _wait_all_terminal(dsn, runs, started)
+        finally:
+            for process in processes:
+                os.killpg(process.pid, signal.SIGTERM)
+            for process in processes:
+                process.wait(timeout=30)
+        with psycopg.connect(dsn) as conn:
+            commits = _xact_commits(conn) - commits_before
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE kind = ANY(%s) AND NOT (kind = 'checkpoint.saved'"
+                " AND (data->>'version')::int = 1)) FROM events",
+                (list(TRANSITION_EVENTS),),
+            ).fetchone()
+            statuses: dict[str, int] = dict(
+                conn.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
+            )
+        store.close()
+    transitions = int(row[0]) if row else 0
+    return {
+        "runs": runs,
+        "workers": workers,
+        "elapsed_s": elapsed,
+        "runs_per_s": runs / elapsed,
+        "transitions": transitions,
+        "transitions_per_s": transitions / elapsed,
+        "xact_commits_per_s": commits / elapsed,
+        "statuses": statuses,  # type: ignore[dict-item]
+    }
+
+
+def _xact_commits(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    row = conn.execute(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    conn.commit()
+    return int(row[0]) if row else 0  # type: ignore[call-overload]
+
+
+def _wait_all_terminal(dsn: str, runs: int, started: float) -> float:
+    deadline = started + 600
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM runs WHERE status NOT IN ('pending', 'running', 'waiting')"
+            ).fetchone()
+            if row and row[0] >= runs:
+                return time.monotonic() - started
+            time.sleep(0.02)  # polling the finish line, bounded by the deadline
+    raise SystemExit("benchmark runs did not finish within 600 s")
+
+
+def bench_pgbench(dsn: str, *, clients: int, seconds: int) -> float | None:
+    pgbench = shutil.which("pgbench") or _bindir_pgbench()
+    if pgbench is None:
+        return None
+    with admin.connect(dsn) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_counter")
+        conn.execute("CREATE TABLE bench_counter (id int PRIMARY KEY, n bigint NOT NULL)")
+        conn.execute("INSERT INTO bench_counter VALUES (1, 0)")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+        script.write(PGBENCH_SCRIPT)
+    try:
+        done = subprocess.run(
+            [pgbench, "-n", "-c", str(clients), "-T", str(seconds), "-f", script.name, dsn],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 60,
+            check=False,
+        )
+    finally:
+        os.unlink(script.name)
+    match = re.search(r"tps = ([0-9.]+)", done.stdout)
+    if not match:
+        print(f"pgbench failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    return float(match.group(1))
+
+
+def _bindir_pgbench() -> str | None:
+    try:
+        bindir = postgres.binaries.find_bindir()
+    except Exception:
+        return None
+    candidate = bindir / "pgbench"
+    return str(candidate) if candidate.exists() else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--scenario", default="refund")
+    parser.add_argument("--pgbench-seconds", type=int, default=10)
+    parser.add_argument("--pg-dsn", default=None, help="existing server (else embedded)")
+    args = parser.parse_args()
+    with postgres.provide(dsn=args.pg_dsn) as server:
+        name = f"bench_engine_{uuid.uuid4().hex[:8]}"
+        with admin.connect(server.dsn) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        dsn = server.database_dsn(name)
+        try:
+            engine = bench_engine(
+                dsn, runs=args.runs, workers=args.workers, scenario_name=args.scenario
+            )
+            tps = bench_pgbench(dsn, clients=4, seconds=args.pgbench_seconds)
+        finally:
+            with admin.connect(server.dsn) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    figures = {
+        **engine,
+        "scenario": args.scenario,
+        "pgbench_single_row_update_tps_4_clients": tps,
+        "transitions_per_pgbench_tps": (engine["transitions_per_s"] / tps) if tps else None,
+    }
+    print(
+        f"engine: {args.runs} {args.scenario} runs, {args.workers} workers, "
+        f"{engine['elapsed_s']:.2f} s"
+    )
+    print(f"  completed runs/s:        {engine['runs_per_s']:.1f}")
+    print(
+        f"  committed transitions/s: {engine['transitions_per_s']:.1f} "
+        f"({engine['transitions']} transitions; {engine['xact_commits_per_s']:.1f} "
+        "xact commits/s incl. reads)"
+    )
+    print(f"pgbench single-row UPDATE, 4 clients: {tps} TPS")
+    if tps:
+        print(f"ratio transitions/s : pgbench TPS = {engine['transitions_per_s'] / tps:.3f}")
+    print(json.dumps(figures, default=str))
+
+
+if __name__ == "__main__":
+    main()
