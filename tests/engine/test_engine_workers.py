@@ -418,3 +418,23 @@ def test_submit_rejects_bad_input_without_storing(engine: fix_engine.Engine) -> 
     assert result.returncode == 1 and "messages" in result.stderr
     unknown = engine.cli("status", str(uuid.uuid4()), check=False)
     assert unknown.returncode == 1 and "no run" in unknown.stderr
+
+
+def test_postgres_restart_under_a_worker_is_survived_without_a_second_refund(
+    engine: fix_engine.Engine, make_world: fix_world.MakeWorld, restartable_pg: Any
+) -> None:
+    gate = Gate("refund_order")
+    world = make_world(refund(), hooks=hooks_module.WorldHooks(tool_effect_applied=gate))
+    run_id = engine.submit(fix_engine.run_input(world))
+    worker = engine.start_worker(world, worker_id="w-survivor", CRASHCERT_LEASE_MS="5000")
+    fix_world.wait_for(gate.reached.is_set, timeout=DEADLINE_S, what="refund applied")
+    restartable_pg.stop_immediate()  # the worker's settle will hit a dead database
+    gate.release.set()
+    restartable_pg.start()
+    final = wait_status(engine, run_id, timeout=60)
+    assert final.status == "succeeded", final.reason
+    assert worker.poll() is None  # a transient outage never ends the worker
+    snap = world.snapshot()
+    assert len(snap.tool_effects("refund_order")) == 1
+    assert len(snap.deliveries()) == 1
+    no_problems(world)
