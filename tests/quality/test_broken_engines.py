@@ -1,0 +1,158 @@
+"""The harness can fail: deliberately broken engines are caught, the reference engine is not.
+
+Each engine in tests/quality/engines/ is the reference engine with one behaviour replaced
+(a monkeypatched function of decide/worker/store/services), described by its own YAML file.
+For each one, the targeted trial must FAIL the invariant that guards the broken guarantee,
+and the unmodified reference engine must PASS exactly the same trial.
+
+All engines share one Lab (one embedded Postgres, one Toxiproxy, one migrated template):
+the variants only patch worker behaviour, so the reference engine's schema is theirs too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from harness import lab as lab_module
+from harness import plan as plan_module
+from harness import scenario as scenario_module
+from harness import trial as trial_module
+from harness.checkers import verdict as verdict_module
+from harness.engines import commands
+
+pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
+
+ENGINES = pathlib.Path(__file__).resolve().parent / "engines"
+REPO = ENGINES.parent.parent.parent
+PLAN_APPLIED = "plan.applied"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    engine: str  # tests/quality/engines/<engine>.yaml
+    scenario: str
+    faults: tuple[str, ...]
+    catches: tuple[str, ...]  # invariant ids that must FAIL for the broken engine
+
+    @property
+    def description(self) -> pathlib.Path:
+        return ENGINES / f"{self.engine}.yaml"
+
+    @property
+    def label(self) -> str:
+        return "+".join(self.faults)
+
+
+CASES = (
+    # The refund is executed before tools.pending commits; the kill just before that COMMIT
+    # makes the recovering worker ask the model again and refund a second time.
+    Case(
+        "tools_before_checkpoint",
+        "refund",
+        ("kill@tools.pending:before_commit#2",),
+        ("tool.at_most_once",),
+    ),
+    # Killed after the refund reached the payment service, before its outcome was recorded.
+    Case(
+        "reexecute_started",
+        "refund",
+        ("kill@tool.returned#2",),
+        ("tool.unknown_outcome", "tool.at_most_once"),
+    ),
+    # Killed right after the refund decision committed: recovery must reuse it.
+    Case("recall_model", "refund", ("kill@tools.pending#2",), ("model.once_after_decision",)),
+    # Killed after two of three inferences were billed: the restart forgets 800 tokens and
+    # the run only runs out of budget one inference too late.
+    Case("restore_budget", "token_budget", ("kill@model.ready#2",), ("budget.not_restored",)),
+    # The sink acknowledged, the worker died before recording it; the sink cannot be asked.
+    Case("resend_reply", "sink_no_query", ("kill@reply.sent#1",), ("reply.single_delivery",)),
+    # The zombie is paused right before its POST /replies; the adopter marks the delivery
+    # sending again and dies before posting, so the zombie wakes up, delivers, and reaches
+    # finish_delivered, whose SQL carries no epoch guard: only the lease check fences it.
+    Case(
+        "skip_lease_check",
+        "refund",
+        ("pause@reply.sending#1", "kill@reply.sending#2"),
+        ("lease.fencing",),
+    ),
+    # Killed right after the terminal commit, before the reply was posted.
+    Case("done_before_delivery", "refund", ("kill@run.finished#1",), ("reply.single_delivery",)),
+)
+
+
+@pytest.fixture(scope="module")
+def base_lab() -> Iterator[lab_module.Lab]:
+    with lab_module.open_lab(commands.find("reference")) as lab:
+        yield lab
+
+
+def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.Lab:
+    """The shared Postgres, Toxiproxy and template, driving another engine's workers."""
+    return lab_module.Lab(
+        pg=base.pg,
+        engine=engine,
+        template=base.template,
+        toxiproxy=base.toxiproxy,
+        toxiproxy_note=base.toxiproxy_note,
+    )
+
+
+def run_case(
+    lab: lab_module.Lab, case: Case, *, engine_ref: str, out_dir: pathlib.Path
+) -> trial_module.TrialOutcome:
+    spec = trial_module.TrialSpec(
+        scenario=scenario_module.find(case.scenario),
+        plan=[plan_module.parse_fault(fault) for fault in case.faults],
+        label=case.label,
+        scenario_ref=case.scenario,
+        engine_ref=engine_ref,
+    )
+    return trial_module.run_trial(lab, spec, out_dir=out_dir)
+
+
+def explain(outcome: trial_module.TrialOutcome) -> str:
+    """Every non-passing result with its evidence, the trial directory and the rerun."""
+    lines = [f"verdict {outcome.verdict.value}"]
+    for result in outcome.failing:
+        lines.append(f"{result.verdict.value} {result.invariant}: {result.summary}")
+        lines.extend(f"    - {line}" for line in result.evidence)
+    if outcome.history.harness_error:
+        lines.append(f"harness error: {outcome.history.harness_error}")
+    lines.append(f"trial: {outcome.directory}")
+    lines.append(f"repro: {outcome.repro}")
+    return "\n".join(lines)
+
+
+def by_invariant(outcome: trial_module.TrialOutcome) -> dict[str, verdict_module.CheckResult]:
+    return {result.invariant: result for result in outcome.results}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.engine for case in CASES])
+def test_broken_engine_is_caught(
+    base_lab: lab_module.Lab, case: Case, tmp_path: pathlib.Path
+) -> None:
+    engine = commands.load(case.description)
+    engine_ref = str(case.description.relative_to(REPO))
+    outcome = run_case(lab_for(base_lab, engine), case, engine_ref=engine_ref, out_dir=tmp_path)
+    results = by_invariant(outcome)
+    # A fault that never struck proves nothing about the engine.
+    assert results[PLAN_APPLIED].verdict is verdict_module.Verdict.PASS, explain(outcome)
+    missed = [
+        invariant
+        for invariant in case.catches
+        if results[invariant].verdict is not verdict_module.Verdict.FAIL
+    ]
+    assert not missed, f"{case.engine}: {missed} not FAIL\n{explain(outcome)}"
+    assert outcome.verdict is verdict_module.Verdict.FAIL, explain(outcome)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.engine for case in CASES])
+def test_reference_engine_passes(
+    base_lab: lab_module.Lab, case: Case, tmp_path: pathlib.Path
+) -> None:
+    outcome = run_case(base_lab, case, engine_ref="reference", out_dir=tmp_path)
+    assert outcome.verdict is verdict_module.Verdict.PASS, explain(outcome)
