@@ -61,3 +61,7 @@ class ModelUnavailable(EngineError):
 
 class ModelRefused(EngineError):
     """The model rejected the request itself (4xx other than 408/409/429)."""
+
+
+class ServiceUnavailable(EngineError):
+    """A world service could not be reached within the retry bound; try the run later."""

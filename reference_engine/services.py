@@ -123,7 +123,7 @@ class Services:
                 return {tool["function"]["name"]: tool for tool in tools}
             except (ValueError, KeyError, TypeError) as error:
                 raise errors.WorldError(f"GET /tools answered an unusable body: {error}") from None
-        raise errors.WorldError(f"tool listing unavailable: {last}")
+        raise errors.ServiceUnavailable(f"tool listing unavailable: {last}")
 
     def run_tool(
         self, name: str, arguments: str, key: str, declaration: dict[str, Any]

@@ -157,6 +157,9 @@ class Worker:
                     self.stopping.wait(next(delay))
                 except errors.CheckpointInvalid as error:
                     self._fail(lease, f"checkpoint invalid: {error}")
+                except errors.ServiceUnavailable as error:
+                    self._release(lease, delay_ms=self.settings.max_backoff_ms, why=str(error))
+                    return
                 except (errors.WorldError, errors.ModelRefused) as error:
                     self._fail(lease, str(error))
         finally:
@@ -169,10 +172,14 @@ class Worker:
             logger.warning("run %s: could not record failure: %s", lease.run_id, error)
 
     def _release_on_stop(self, lease: store_module.Lease) -> None:
+        self._release(lease, delay_ms=0, why="worker stopping")
+
+    def _release(self, lease: store_module.Lease, *, delay_ms: int, why: str) -> None:
         try:
-            self.store.release(lease, delay_ms=0, why="worker stopping")
+            self.store.release(lease, delay_ms=delay_ms, why=why)
         except errors.EngineError as error:
-            logger.info("run %s: release on stop: %s", lease.run_id, error)
+            # the lease lapses by itself; reconciliation makes the run claimable again
+            logger.info("run %s: release (%s) failed: %s", lease.run_id, why, error)
 
     # -- actions -------------------------------------------------------------------------
 
