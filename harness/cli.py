@@ -14,6 +14,7 @@ import rich.console
 import rich.progress
 
 from harness import (
+    boundaries,
     checkers,
     errors,
     report,
@@ -95,6 +96,11 @@ def main(verbose: bool) -> None:
 @click.option(
     "--jobs", default=2, show_default=True, help="Fault trials run this many at a time."
 )
+@click.option(
+    "--points",
+    default=None,
+    help="Only fault these boundaries (comma-separated names, e.g. reply.sending,reply.sent).",
+)
 @_pg_option
 def matrix(
     engine_ref: str,
@@ -106,6 +112,7 @@ def matrix(
     junit_path: str | None,
     seed: int,
     jobs: int,
+    points: str | None,
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
@@ -114,6 +121,12 @@ def matrix(
     if unknown:
         raise errors.CrashcertError(
             f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
+        )
+    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
+    bad_points = [p for p in point_names if p not in boundaries.BOUNDARIES]
+    if bad_points:
+        raise errors.CrashcertError(
+            f"unknown boundaries {bad_points}; known: {', '.join(boundaries.BOUNDARIES)}"
         )
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
@@ -148,6 +161,7 @@ def matrix(
                 second_kill=second_kill,
                 seed=seed,
                 jobs=jobs,
+                points=point_names or None,
                 progress=progress,
             )
     report.print_summary(result.outcomes, console=console, unreached=result.unreached)

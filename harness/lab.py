@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from harness import errors, postgres
+from harness import errors, postgres, spawner
 from harness.engines import adapter as adapter_module
 
 log = logging.getLogger(__name__)
@@ -28,12 +28,14 @@ class Lab:
         template: str,
         toxiproxy: Any | None,
         toxiproxy_note: str,
+        forkserver: spawner.ForkServer | None = None,
     ) -> None:
         self.pg = pg
         self.engine = engine
         self.template = template
         self.toxiproxy = toxiproxy  # harness.proxy.Toxiproxy client, or None
         self.toxiproxy_note = toxiproxy_note
+        self.forkserver = forkserver
 
     def clone_database(self, name: str) -> str:
         return postgres.templates.clone(self.pg, self.template, name)
@@ -55,7 +57,18 @@ def open_lab(
         postgres.templates.ensure_template(pg, template, engine.migrate)
         stack.callback(_drop_template, pg, template)
         toxiproxy, note = _start_toxiproxy(stack, required=require_toxiproxy)
-        yield Lab(pg=pg, engine=engine, template=template, toxiproxy=toxiproxy, toxiproxy_note=note)
+        forkserver = None
+        if engine.preload and spawner.forking_enabled():
+            forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd)
+            stack.callback(forkserver.close)
+        yield Lab(
+            pg=pg,
+            engine=engine,
+            template=template,
+            toxiproxy=toxiproxy,
+            toxiproxy_note=note,
+            forkserver=forkserver,
+        )
 
 
 def _drop_template(pg: postgres.Server, template: str) -> None:

@@ -7,7 +7,7 @@ import pathlib
 import threading
 from collections.abc import Callable, Mapping
 
-from harness import history, processes
+from harness import history, processes, spawner
 from harness import recorder as recorder_module
 from harness.engines import adapter as adapter_module
 
@@ -26,6 +26,7 @@ class Launcher:
         log_dir: pathlib.Path,
         recorder: recorder_module.Recorder,
         trial_id: str,
+        forkserver: spawner.ForkServer | None = None,
     ) -> None:
         self._engine = engine
         self._world_env = dict(world_env)
@@ -34,6 +35,7 @@ class Launcher:
         self._log_dir = log_dir
         self._recorder = recorder
         self._trial_id = trial_id
+        self._forkserver = forkserver
         self._count = 0
         self._lock = threading.Lock()
         self.workers = processes.WorkerSet()
@@ -66,6 +68,7 @@ class Launcher:
             env=self.environment(worker_id),
             log_dir=self._log_dir,
             cwd=self._engine.cwd,
+            forkserver=self._forkserver,
         )
         self.workers.add(worker)
         self._recorder.append(

@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from harness import boundaries, plan
 from harness import lab as lab_module
-from harness import plan
 from harness import scenario as scenario_module
 from harness import trial as trial_module
 from harness.checkers import verdict as verdict_module
@@ -45,6 +45,7 @@ def run_matrix(
     second_kill: bool = False,
     seed: int = 0,
     jobs: int = 1,
+    points: list[str] | None = None,
     progress: Progress | None = None,
 ) -> MatrixResult:
     """`scenarios` pairs how the user named each scenario with the scenario itself.
@@ -68,6 +69,8 @@ def run_matrix(
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
         for steps in plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill):
+            if points and boundaries.base_name(steps[0].point) not in points:
+                continue
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
     gate = _SharedExclusive()
 

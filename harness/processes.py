@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
-from harness import errors
+from harness import errors, spawner
 
 DEATH_TIMEOUT_S = 5.0
 TERM_GRACE_S = 2.0
@@ -31,13 +31,35 @@ class Worker:
         env: Mapping[str, str],
         log_dir: pathlib.Path,
         cwd: str | None = None,
+        forkserver: spawner.ForkServer | None = None,
     ) -> None:
         self.worker_id = worker_id
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{worker_id}.log"
         self._log = open(self.log_path, "ab")
+        module = spawner.module_command(command) if forkserver else None
+        self.process: subprocess.Popen[bytes] | spawner.ForkedProcess
+        if forkserver is not None and module is not None:
+            pid = forkserver.spawn(
+                module[0], module[1], env=env, cwd=cwd or os.getcwd(), log=str(self.log_path)
+            )
+            self.process = spawner.ForkedProcess(forkserver, pid)
+        else:
+            self.process = self._exec(command, env, cwd)
+        self.pid = self.process.pid
+        self.pgid = self.pid
+        self.killed = False
+        self.paused = False
+        self.replaced = False  # a crashed worker the harness already replaced
+        # Descendants seen while alive, so a kill can confirm they are gone too.
+        self._known: dict[int, psutil.Process] = {}
+        self._lock = threading.Lock()
+
+    def _exec(
+        self, command: Sequence[str], env: Mapping[str, str], cwd: str | None
+    ) -> subprocess.Popen[bytes]:
         try:
-            self.process = subprocess.Popen(
+            return subprocess.Popen(
                 list(command),
                 env=dict(env),
                 cwd=cwd,
@@ -49,14 +71,6 @@ class Worker:
         except OSError as error:
             self._log.close()
             raise errors.CrashcertError(f"cannot start worker {list(command)}: {error}") from None
-        self.pid = self.process.pid
-        self.pgid = self.pid
-        self.killed = False
-        self.paused = False
-        self.replaced = False  # a crashed worker the harness already replaced
-        # Descendants seen while alive, so a kill can confirm they are gone too.
-        self._known: dict[int, psutil.Process] = {}
-        self._lock = threading.Lock()
 
     @property
     def alive(self) -> bool:

@@ -186,6 +186,7 @@ def _execute(
             log_dir=directory / "workers",
             recorder=recorder,
             trial_id=trial.trial_id,
+            forkserver=lab.forkserver,
         )
         nemesis = nemesis_module.Nemesis(
             spec.plan,

@@ -13,6 +13,8 @@ class EngineAdapter(Protocol):
     # Points (boundary names, with :before_commit twins) the engine reports; empty = black box.
     boundaries: tuple[str, ...]
     lease_ms: int
+    # Modules to import once in a warm fork server (Python engines only); () = exec workers.
+    preload: tuple[str, ...]
 
     def migrate(self, dsn: str) -> None:
         """Create the engine's schema in an empty database."""

@@ -42,6 +42,9 @@ class EngineDescription(pydantic.BaseModel):
     # Optional in-process adapter: a module with migrate/submit/report/export(dsn, ...)
     # functions, used instead of the commands (workers always run as processes).
     python_adapter: str | None = None
+    # Modules a warm fork server imports once, so Python workers start in milliseconds
+    # (harness/forkserver.py; needs a `[python, -m, module, ...]` worker command).
+    preload: list[str] = pydantic.Field(default_factory=list)
     # "all", or the list of points the engine reports; [] means black box.
     boundaries: list[str] | str = "all"
 
@@ -63,6 +66,7 @@ class CommandEngine:
         self.description = description
         self.name = description.name
         self.lease_ms = description.lease_ms
+        self.preload: tuple[str, ...] = tuple(description.preload)
         self._base_dir = (base_dir / description.workdir).resolve()
         self._module: Any | None = None
         points = description.boundaries

@@ -24,8 +24,17 @@ def test_hits_are_recorded_counted_and_answered(tmp_path):
     with control.ControlServer(str(tmp_path / "c.sock"), rec) as server:
         assert stat.S_IMODE(os.stat(server.path).st_mode) == 0o600
         for _ in range(2):
-            answer = _report(server.path, {"v": 1, "boundary": "tools.pending", "run_id": "r1",
-                                           "worker_id": "w1", "pid": 42, "detail": {"turn": 0}})
+            answer = _report(
+                server.path,
+                {
+                    "v": 1,
+                    "boundary": "tools.pending",
+                    "run_id": "r1",
+                    "worker_id": "w1",
+                    "pid": 42,
+                    "detail": {"turn": 0},
+                },
+            )
             assert json.loads(answer) == {"action": "continue"}
     hits = rec.boundary_hits()
     assert [(h.point, h.occurrence, h.pid, h.worker_id) for h in hits] == [

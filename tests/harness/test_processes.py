@@ -45,7 +45,10 @@ def test_kill_takes_the_whole_group(tmp_path):
 
 def test_pause_and_resume(tmp_path):
     worker = processes.Worker(
-        "w1", [sys.executable, "-c", "import time; time.sleep(600)"], env=os.environ, log_dir=tmp_path
+        "w1",
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env=os.environ,
+        log_dir=tmp_path,
     )
     try:
         worker.pause()
@@ -77,3 +80,55 @@ def test_worker_set_close_leaves_nothing(tmp_path):
         assert not worker.alive
     for pid in children:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_forked_worker_is_its_own_group_and_dies_by_group_kill(tmp_path):
+    from harness import spawner
+
+    server = spawner.ForkServer(["json"])
+    try:
+        (tmp_path / "wait_forever.py").write_text(
+            "import os, time\nprint('marker', os.environ['MARKER'], flush=True)\ntime.sleep(600)\n"
+        )
+        worker = processes.Worker(
+            "w1",
+            [sys.executable, "-m", "wait_forever"],
+            env={"PATH": os.environ["PATH"], "MARKER": "forked"},
+            log_dir=tmp_path,
+            cwd=str(tmp_path),
+            forkserver=server,
+        )
+        assert isinstance(worker.process, spawner.ForkedProcess)
+        assert os.getpgid(worker.pid) == worker.pid
+        assert processes.wait_until(
+            lambda: "marker forked" in worker.log_path.read_text(), timeout=10
+        )
+        assert worker.alive
+        worker.kill()
+        assert not worker.alive
+        assert worker.returncode == -9
+    finally:
+        server.close()
+
+
+def test_forked_worker_exit_code_and_log(tmp_path):
+    from harness import spawner
+
+    module = tmp_path / "say_and_exit.py"
+    module.write_text("import sys\nprint('hello from', sys.argv[1:])\nsys.exit(3)\n")
+    server = spawner.ForkServer([])
+    try:
+        worker = processes.Worker(
+            "w1",
+            [sys.executable, "-m", "say_and_exit", "a", "b"],
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)},
+            log_dir=tmp_path,
+            cwd=str(tmp_path),
+            forkserver=server,
+        )
+        assert processes.wait_until(lambda: not worker.alive, timeout=10)
+        assert worker.returncode == 3
+        worker.reap(timeout=5)
+        assert "hello from ['a', 'b']" in worker.log_path.read_text()
+    finally:
+        server.close()

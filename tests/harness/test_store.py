@@ -27,14 +27,21 @@ def _history() -> history.TrialHistory:
         run_key="tiny-t1",
         run_id="r1",
         events=[
-            history.BoundaryHit(seq=1, t=1.0, point="reply.ready", occurrence=1, run_id="r1",
-                                worker_id="w1", pid=5),
+            history.BoundaryHit(
+                seq=1, t=1.0, point="reply.ready", occurrence=1, run_id="r1", worker_id="w1", pid=5
+            ),
             history.FaultApplied(seq=2, t=1.1, action="kill", step="kill@reply.ready#1"),
         ],
-        model=[ledger.ModelRequest(seq=3, t=1.2, run_key="tiny-t1", turn=0, messages=[],
-                                   status_code=200)],
-        sink=[ledger.ReplyDelivery(seq=4, t=1.3, key="k", run_id="r1", content="hello tiny-t1",
-                                   request_seq=3)],
+        model=[
+            ledger.ModelRequest(
+                seq=3, t=1.2, run_key="tiny-t1", turn=0, messages=[], status_code=200
+            )
+        ],
+        sink=[
+            ledger.ReplyDelivery(
+                seq=4, t=1.3, key="k", run_id="r1", content="hello tiny-t1", request_seq=3
+            )
+        ],
         engine_tables={"runs": [{"id": "r1"}]},
         started_at=1.0,
         ended_at=2.0,

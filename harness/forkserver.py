@@ -1,0 +1,105 @@
+"""A warm fork server for Python engine workers: import once, fork each worker.
+
+`python -m <module> worker` spends most of its start-up importing (the `openai` client
+alone takes about a second). For an engine whose description lists `preload` modules, the
+harness starts this server once per lab; the server imports those modules and then forks a
+worker per request. Each child is a real process in its own session and process group,
+with its own environment, working directory and log file, running the module exactly as
+`python -m` would. SIGKILL, SIGSTOP and SIGCONT reach it like any other worker.
+
+Protocol on stdin/stdout, one JSON line each way:
+    {"spawn": {"module": "reference_engine", "args": ["worker"], "env": {...},
+               "cwd": "...", "log": "/path/worker.log"}}     ->  {"pid": 1234}
+    {"status": 1234}   ->  {"returncode": null | int}   (null: still running or unknown)
+
+Only the standard library is imported before the preload modules: the server must not
+start threads, since forking a threaded process is unsafe.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import signal
+import sys
+from typing import Any
+
+_exits: dict[int, int] = {}
+
+
+def _reap(signum: int, frame: object) -> None:
+    del signum, frame
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _exits[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _child(request: dict[str, Any], channel: tuple[int, int]) -> None:
+    """In the forked child: become a fresh worker process, then run the module."""
+    for fd in channel:
+        os.close(fd)
+    os.setsid()  # own session and process group: the harness kills the group
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(devnull)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    # As `python -m` would: the working directory first, then PYTHONPATH.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:0] = [os.getcwd(), *extra]
+    sys.argv = [request["module"], *request["args"]]
+    code = 0
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def serve(preload: list[str]) -> None:
+    for module in preload:
+        importlib.import_module(module)
+    signal.signal(signal.SIGCHLD, _reap)
+    requests = os.fdopen(os.dup(0), "r")
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    channel = (requests.fileno(), replies.fileno())
+    replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in requests:
+        message = json.loads(line)
+        if "spawn" in message:
+            pid = os.fork()
+            if pid == 0:
+                _child(message["spawn"], channel)
+            replies.write(json.dumps({"pid": pid}) + "\n")
+        elif "status" in message:
+            replies.write(json.dumps({"returncode": _exits.get(int(message["status"]))}) + "\n")
+        else:
+            replies.write(json.dumps({"error": f"unknown request {message!r}"}) + "\n")
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])
