@@ -211,8 +211,8 @@ def run(
     pg_dsn: str | None,
 ) -> None:
     """Run one scenario under one fault plan and print every invariant's verdict."""
-    steps = [plan_module.parse_fault(text) for text in fault_texts]
     scenario = scenario_module.find(scenario_name)
+    steps = [plan_module.parse_fault(text) for text in fault_texts or scenario.faults]
     engine = commands.find(engine_ref)
     spec = trial_module.TrialSpec(
         scenario=scenario,

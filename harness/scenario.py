@@ -152,6 +152,23 @@ class Scenario(StrictModel):
     sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
     deadline_s: float = pydantic.Field(default=30.0, gt=0)
     expect: Expectation = pydantic.Field(default_factory=Expectation)
+    # A fault plan that belongs to the scenario (an incident replay, say), in the syntax of
+    # `crashcert run --fault`: ACTION@POINT[#OCCURRENCE]. `run` uses it when no --fault is given.
+    faults: list[str] = pydantic.Field(default_factory=list)
+    # Why this scenario exists: the class of bug or incident it reproduces.
+    note: str = ""
+
+    @pydantic.field_validator("faults")
+    @classmethod
+    def _fault_syntax(cls, value: list[str]) -> list[str]:
+        from harness import plan  # plan imports history, which imports this module
+
+        for text in value:
+            try:
+                plan.parse_fault(text)
+            except errors.CrashcertError as error:
+                raise ValueError(str(error)) from None
+        return value
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> Scenario:
