@@ -11,7 +11,9 @@ the variants only patch worker behaviour, so the reference engine's schema is th
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import pathlib
 from collections.abc import Iterator
 
@@ -29,6 +31,10 @@ pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 ENGINES = pathlib.Path(__file__).resolve().parent / "engines"
 REPO = ENGINES.parent.parent.parent
 PLAN_APPLIED = "plan.applied"
+# Trials at once. Worker start-up (a Python process importing openai) dominates a trial and
+# is mostly waiting, so a few trials overlap well even on a small machine.
+JOBS = int(os.environ.get("CRASHCERT_QUALITY_JOBS", "4"))
+BROKEN, REFERENCE, CLEAN = "broken", "reference", "clean"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,17 +107,47 @@ def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.
     )
 
 
-def run_case(
-    lab: lab_module.Lab, case: Case, *, engine_ref: str, out_dir: pathlib.Path
-) -> trial_module.TrialOutcome:
-    spec = trial_module.TrialSpec(
+def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> trial_module.TrialSpec:
+    plan = [plan_module.parse_fault(fault) for fault in case.faults] if faults else []
+    return trial_module.TrialSpec(
         scenario=scenario_module.find(case.scenario),
-        plan=[plan_module.parse_fault(fault) for fault in case.faults],
-        label=case.label,
+        plan=plan,
+        label=case.label if faults else "baseline",
         scenario_ref=case.scenario,
         engine_ref=engine_ref,
     )
-    return trial_module.run_trial(lab, spec, out_dir=out_dir)
+
+
+Trials = dict[tuple[str, str], concurrent.futures.Future[trial_module.TrialOutcome]]
+
+
+@pytest.fixture(scope="module")
+def trials(base_lab: lab_module.Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trials]:
+    """Every trial of the module, started at once `JOBS` at a time; a test waits for its own.
+
+    Per case: the broken engine under the targeted faults, the reference engine under the
+    same faults, and the broken engine without faults (its bug must stay latent).
+    """
+    out = tmp_path_factory.mktemp("quality")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=JOBS)
+    futures: Trials = {}
+    for case in CASES:
+        broken = lab_for(base_lab, commands.load(case.description))
+        ref = str(case.description.relative_to(REPO))
+        jobs = {
+            BROKEN: (broken, spec_for(case, engine_ref=ref)),
+            REFERENCE: (base_lab, spec_for(case, engine_ref="reference")),
+            CLEAN: (broken, spec_for(case, engine_ref=ref, faults=False)),
+        }
+        for kind, (lab, spec) in jobs.items():
+            directory = out / kind / case.engine
+            futures[(case.engine, kind)] = pool.submit(
+                trial_module.run_trial, lab, spec, out_dir=directory
+            )
+    try:
+        yield futures
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def explain(outcome: trial_module.TrialOutcome) -> str:
@@ -131,13 +167,12 @@ def by_invariant(outcome: trial_module.TrialOutcome) -> dict[str, verdict_module
     return {result.invariant: result for result in outcome.results}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.engine for case in CASES])
-def test_broken_engine_is_caught(
-    base_lab: lab_module.Lab, case: Case, tmp_path: pathlib.Path
-) -> None:
-    engine = commands.load(case.description)
-    engine_ref = str(case.description.relative_to(REPO))
-    outcome = run_case(lab_for(base_lab, engine), case, engine_ref=engine_ref, out_dir=tmp_path)
+IDS = [case.engine for case in CASES]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_broken_engine_is_caught(trials: Trials, case: Case) -> None:
+    outcome = trials[(case.engine, BROKEN)].result()
     results = by_invariant(outcome)
     # A fault that never struck proves nothing about the engine.
     assert results[PLAN_APPLIED].verdict is verdict_module.Verdict.PASS, explain(outcome)
@@ -150,9 +185,15 @@ def test_broken_engine_is_caught(
     assert outcome.verdict is verdict_module.Verdict.FAIL, explain(outcome)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.engine for case in CASES])
-def test_reference_engine_passes(
-    base_lab: lab_module.Lab, case: Case, tmp_path: pathlib.Path
-) -> None:
-    outcome = run_case(base_lab, case, engine_ref="reference", out_dir=tmp_path)
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_reference_engine_passes(trials: Trials, case: Case) -> None:
+    outcome = trials[(case.engine, REFERENCE)].result()
+    assert outcome.verdict is verdict_module.Verdict.PASS, explain(outcome)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_broken_engine_passes_without_faults(trials: Trials, case: Case) -> None:
+    """The bug is latent: only the fault exposes it (so the test proves the harness's
+    fault, not a bug any clean run shows)."""
+    outcome = trials[(case.engine, CLEAN)].result()
     assert outcome.verdict is verdict_module.Verdict.PASS, explain(outcome)
