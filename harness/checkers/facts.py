@@ -202,6 +202,15 @@ def interruptions(history: history_module.TrialHistory) -> list[Interruption]:
     return found
 
 
+def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> list[Interruption]:
+    """Interruptions that struck at an after-commit point of `window` (e.g. TOOL_WINDOW).
+
+    A `:before_commit` twin is outside: its transaction had not committed, so the window
+    had not opened yet.
+    """
+    return [item for item in interruptions(history) if item.hit and item.hit.point in window]
+
+
 def database_down_at_end(history: history_module.TrialHistory) -> list[Interruption]:
     return [
         item

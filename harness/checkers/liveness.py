@@ -12,15 +12,6 @@ INVARIANT = "run.liveness"
 UNCERTAIN = "delivery_uncertain"
 
 
-def _struck_delivery(history: history_module.TrialHistory) -> list[facts.Interruption]:
-    return [
-        item
-        for item in facts.interruptions(history)
-        if item.hit is not None
-        and boundaries.base_name(item.hit.point) in boundaries.DELIVERY_WINDOW
-    ]
-
-
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     if history.harness_error:
         return verdict.CheckResult(
@@ -59,7 +50,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     line = f"terminal {elapsed:.3f}s after {since_what} (deadline {deadline:g}s)"
     (failures if elapsed > deadline else notes).append(line)
     expected = history.scenario.expect.status
-    struck = _struck_delivery(history)
+    struck = facts.struck_in(history, boundaries.DELIVERY_WINDOW)
     if report.status == expected:
         notes.append(f"status {report.status} as expected")
     elif report.status == UNCERTAIN and struck and not history.scenario.sink.queryable:

@@ -7,6 +7,7 @@ delivery ledger is the truth.
 
 from __future__ import annotations
 
+from harness import boundaries
 from harness import history as history_module
 from harness.checkers import facts, verdict
 
@@ -24,6 +25,12 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     failures: list[str] = []
     unknowns: list[str] = []
     notes = [f"{count} deliveries of this run's reply ({seqs}); sink {sink}; status {status}"]
+    for item in facts.struck_in(history, boundaries.DELIVERY_WINDOW):
+        survived = " (the worker survived: its send may still be in flight)"
+        notes.append(
+            f"fault in the delivery window: {item.describe()}"
+            + (survived if item.fault.action != "kill" else "")
+        )
     if count > 1:
         failures.append(f"the reply was delivered {count} times (expected at most 1): {seqs}")
     if status is None:

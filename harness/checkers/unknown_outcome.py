@@ -153,9 +153,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
 
     # (b) no blind re-execution after an interruption inside a tool window.
     interrupted = 0
-    for item in facts.interruptions(history):
-        if item.hit is None or item.hit.point not in boundaries.TOOL_WINDOW:
-            continue
+    for item in facts.struck_in(history, boundaries.TOOL_WINDOW):
         interrupted += 1
         call = _interrupted_call(history, item, scripted)
         if call is None:

@@ -79,3 +79,22 @@ def test_no_report_is_inconclusive() -> None:
     trial = builders.clean_trial()
     trial.reports = []
     assert reply.check(trial.build()).verdict is V.INCONCLUSIVE
+
+
+def test_a_paused_sender_racing_the_recovery_is_named_in_the_evidence() -> None:
+    trial = builders.first_round(builders.Trial())
+    builders.refund_round(trial)
+    trial.model_turn(2)
+    trial.fault("pause", trial.checkpoint("reply.sending", None))
+    trial.claim("w-2")
+    trial.delivery()  # w-2 resends after asking the sink
+    trial.fault("resume", worker="w-1")
+    trial.delivery()  # w-1's send, in flight since before the pause
+    trial.report("succeeded")
+    result = reply.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "delivered 2 times" in result.summary
+    assert "fault in the delivery window: pause at reply.sending#1 worker w-1" in (
+        builders.evidence(result)
+    )
+    assert "its send may still be in flight" in builders.evidence(result)
