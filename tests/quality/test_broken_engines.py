@@ -113,6 +113,9 @@ def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> trial_modul
         scenario=scenario_module.find(case.scenario),
         plan=plan,
         label=case.label if faults else "baseline",
+        # Without faults nothing needs a standby worker; one process less to start matters,
+        # since run.liveness counts a baseline's deadline from the trial's start.
+        initial_workers=2 if faults else 1,
         scenario_ref=case.scenario,
         engine_ref=engine_ref,
     )
