@@ -310,3 +310,189 @@ def entry() -> None:
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
     except click.exceptions.Abort:
         sys.exit(130)
+
+
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_name", required=True, help="Scenario name or file.")
+@click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
+@click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
+@click.option(
+    "--faults", default="kill,pause", show_default=True, help="Fault classes to draw from."
+)
+@click.option("--max-faults", default=3, show_default=True, help="Most faults per schedule.")
+@click.option(
+    "--points",
+    default=None,
+    help="Only fault these boundaries (comma-separated names, e.g. tools.pending,reply.sent).",
+)
+@click.option(
+    "--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking."
+)
+@click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@click.option("--json", "json_path", default=None, help="Write a JSON summary here.")
+@_pg_option
+def explore(
+    engine_ref: str,
+    scenario_name: str,
+    examples: int,
+    seed: int,
+    faults: str,
+    max_faults: int,
+    points: str | None,
+    shrink_budget: int,
+    replays: int,
+    out: str | None,
+    json_path: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Generate fault schedules with Hypothesis; shrink a failure to a minimal reproduction.
+
+    Exit codes: 0 no failure, 1 a reproducible failure, 2 a failure that did not reproduce
+    on replay (FLAKY), 3 trials broke (ERROR) without any failure.
+    """
+    from harness import explore as explore_module
+
+    fault_classes = explore_module.check_faults([f.strip() for f in faults.split(",")])
+    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
+    bad_points = [p for p in point_names if p not in boundaries.BOUNDARIES]
+    if bad_points:
+        raise errors.CrashcertError(
+            f"unknown boundaries {bad_points}; known: {', '.join(boundaries.BOUNDARIES)}"
+        )
+    scenario = scenario_module.find(scenario_name)
+    engine = commands.find(engine_ref)
+    out_dir = _out_dir(out)
+
+    def progress(purpose: str, schedule: list[Any], observation: Any) -> None:
+        style = report.STYLE[observation.verdict]
+        failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
+        console.print(
+            f"{purpose:8} {plan_module.plan_label(schedule)}: "
+            f"[{style}]{observation.verdict.value}[/]{failing}"
+        )
+
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(
+            f"engine {engine.name}: {lab.toxiproxy_note}; seed {seed}; trials in {out_dir}"
+        )
+        result = explore_module.explore(
+            lab,
+            scenario,
+            out_dir=out_dir,
+            examples=examples,
+            seed=seed,
+            faults=fault_classes,
+            max_faults=max_faults,
+            points=point_names or None,
+            shrink_budget=shrink_budget,
+            replays=replays,
+            scenario_ref=scenario_name,
+            engine_ref=engine_ref,
+            progress=progress,
+        )
+    for line in explore_module.render(result, engine_ref=engine_ref):
+        console.print(line)
+    if json_path:
+        pathlib.Path(json_path).write_text(json.dumps(explore_module.summary(result), indent=2))
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
+@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "boundary", "blackbox", "both"]),
+    default="auto",
+    show_default=True,
+    help="auto: boundary mode when the engine reports boundaries, black box otherwise.",
+)
+@click.option(
+    "--points",
+    default=None,
+    help="Only these points (boundary names, world:model.answered, world:tool.effect, "
+    "world:reply.accepted, time), comma-separated.",
+)
+@click.option(
+    "--time-kills", default=2, show_default=True, help="Seeded time kills per scenario (black box)."
+)
+@click.option(
+    "--require",
+    "required",
+    type=click.Choice(["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"], case_sensitive=False),
+    default=None,
+    help="Exit 1 when the engine earns a lower level than this.",
+)
+@click.option("--json", "json_path", default=None, help="Write the certification as JSON here.")
+@click.option("--markdown", "markdown_path", default=None, help="Write a Markdown summary here.")
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
+@_pg_option
+def certify(
+    engine_ref: str,
+    scenario_names: tuple[str, ...],
+    faults: str,
+    mode: str,
+    points: str | None,
+    time_kills: int,
+    required: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    out: str | None,
+    seed: int,
+    jobs: int,
+    pg_dsn: str | None,
+) -> None:
+    """Certify an engine: which guarantees hold, per invariant and fault class, and its level.
+
+    Exit 0 when the certification ran (whatever the level), 1 when --require names a higher
+    level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
+    """
+    from harness import certify as certify_module
+    from harness import levels as levels_module
+
+    fault_classes = [f.strip() for f in faults.split(",") if f.strip()]
+    unknown = [f for f in fault_classes if f not in plan_module.MATRIX_FAULTS]
+    if unknown:
+        raise errors.CrashcertError(
+            f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
+        )
+    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
+    known = {*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME}
+    bad_points = [p for p in point_names if p not in known]
+    if bad_points:
+        raise errors.CrashcertError(f"unknown points {bad_points}; known: {', '.join(known)}")
+    engine = commands.find(engine_ref)
+    scenarios = _scenarios(scenario_names)
+    out_dir = _out_dir(out)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"certifying {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        result = certify_module.certify(
+            lab,
+            scenarios,
+            out_dir=out_dir,
+            engine_ref=engine_ref,
+            mode=mode,
+            faults=fault_classes,
+            points=point_names or None,
+            time_kills=time_kills,
+            seed=seed,
+            jobs=jobs,
+        )
+    certify_module.print_certification(result, console=console)
+    if json_path:
+        certify_module.write_json(pathlib.Path(json_path), result)
+    if markdown_path:
+        certify_module.write_markdown(pathlib.Path(markdown_path), result)
+    if result.errors:
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    if required and levels_module.rank(result.level) < levels_module.rank(
+        levels_module.parse(required)
+    ):
+        console.print(f"[bold red]required {required.upper()}, earned {result.level.value}[/]")
+        sys.exit(1)
+    sys.exit(0)
