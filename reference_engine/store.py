@@ -475,11 +475,10 @@ class Store:
             self._event(
                 conn,
                 run_id,
-                "tool.failed",
+                "tool.cancelled",
                 worker_id=worker_id,
                 lease_epoch=epoch,
                 command_id=row["id"],
-                state="cancelled",
             )
         self._all(conn, "interrupt_open_model_calls", run_id=run_id, error="run cancelled")
         self._all(

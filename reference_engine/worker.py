@@ -162,6 +162,17 @@ class Worker:
                     return
                 except (errors.WorldError, errors.ModelRefused) as error:
                     self._fail(lease, str(error))
+                except Exception as error:
+                    # a bug must not crash-loop the fleet: give the run back with a delay;
+                    # attempts are counted per claim, so a poisoned run ends dead-lettered
+                    logger.exception("run %s: internal error", lease.run_id)
+                    self.store.close()  # its transaction state is unknown
+                    self._release(
+                        lease,
+                        delay_ms=self.settings.max_backoff_ms,
+                        why=f"internal error: {type(error).__name__}: {error}"[:500],
+                    )
+                    return
         finally:
             heartbeat.stop()
 

@@ -185,13 +185,13 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
     store: store_module.Store, engine_db: str
 ) -> None:
     run_id, _ = store.create_run(make_input())
-    old = store.claim("w-old", 300)
+    old = store.claim("w-old", 2000)
     assert old is not None
     command_id = drive_to_tool_started(store, old)
     deadline = time.monotonic() + 10
     while not store.reconcile(backoff_ms=0):
         assert time.monotonic() < deadline, "lease never expired"
-        time.sleep(0.05)  # waiting out the 300 ms lease, bounded by the deadline
+        time.sleep(0.05)  # waiting out the 2 s lease, bounded by the deadline
     new = store.claim("w-new", 60_000)
     assert new is not None and new.epoch == old.epoch + 1
     with pytest.raises(errors.LeaseLost):
@@ -237,10 +237,10 @@ class SlowReporter(boundary_module.Reporter):
 
 
 def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: str) -> None:
-    reporter = SlowReporter(pause_s=0.5)
+    reporter = SlowReporter(pause_s=2.5)
     store = store_module.Store(engine_db, reporter=reporter)
     run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 200)
+    lease = store.claim("w", 1500)
     assert lease is not None
     run = store.load(run_id)
     with pytest.raises(errors.LeaseLost, match="before commit"):
@@ -370,3 +370,18 @@ def test_unreachable_database_is_unavailable_not_a_crash() -> None:
     store = store_module.Store("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=1")
     with pytest.raises(errors.DatabaseUnavailable):
         store.load(str(uuid.uuid4()))
+
+
+@pytest.mark.parametrize(
+    "status", ["failed", "budget_exhausted", "dead_lettered", "delivery_uncertain", "cancelled"]
+)
+def test_every_terminal_status_can_be_recorded_with_its_event(
+    store: store_module.Store, engine_db: str, status: str
+) -> None:
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    store.finish(lease, status=status, reason="test")
+    assert store.load(run_id).status == status
+    kinds = [r[0] for r in sql(engine_db, "SELECT kind FROM events WHERE run_id = %s", run_id)]
+    assert f"run.{status}" in kinds
