@@ -172,6 +172,14 @@ def matrix(
         f"{result.verdict.value}"
     )
     _write_reports(result.outcomes, result, json_path, junit_path)
+    from harness import timeline
+
+    page = timeline.write_matrix_report(
+        out_dir,
+        [timeline.view_of_outcome(outcome) for outcome in result.outcomes],
+        unreached=result.unreached,
+    )
+    console.print(f"report: {page}")
     sys.exit(result.verdict.exit_code)
 
 
@@ -397,3 +405,17 @@ def explore(
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(explore_module.summary(result), indent=2))
     sys.exit(result.exit_code)
+
+
+# -- timeline reports (harness/timeline.py) ------------------------------------------------
+
+
+@main.command("report")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+def report_command(directory: str) -> None:
+    """Write timeline.html into every trial below DIRECTORY (and report.html for many)."""
+    from harness import timeline
+
+    for path in timeline.report_directory(pathlib.Path(directory)):
+        console.print(f"wrote {path}")
+# -- end of timeline and incident commands
