@@ -438,3 +438,38 @@ def test_postgres_restart_under_a_worker_is_survived_without_a_second_refund(
     assert len(snap.tool_effects("refund_order")) == 1
     assert len(snap.deliveries()) == 1
     no_problems(world)
+
+
+class ReplyGate:
+    """Holds the sink's answer to the first accepted reply until the test says so."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, delivery: Any) -> None:
+        if not self.reached.is_set():
+            self.reached.set()
+            self.release.wait(timeout=DEADLINE_S)
+
+
+@pytest.mark.parametrize(
+    ("queryable", "status"), [(True, "succeeded"), (False, "delivery_uncertain")]
+)
+def test_kill_after_the_sink_took_the_reply_never_delivers_twice(
+    engine: fix_engine.Engine, make_world: fix_world.MakeWorld, queryable: bool, status: str
+) -> None:
+    gate = ReplyGate()
+    scenario = {**ONE_TURN, "sink": {"queryable": queryable}}
+    world = make_world(scenario, hooks=hooks_module.WorldHooks(reply_accepted=gate))
+    run_id = engine.submit(fix_engine.run_input(world))
+    first = engine.start_worker(world, worker_id="w-doomed")
+    fix_world.wait_for(gate.reached.is_set, timeout=DEADLINE_S, what="reply accepted")
+    engine.kill(first)
+    gate.release.set()
+    engine.start_worker(world, worker_id="w-heir")
+    final = wait_status(engine, run_id)
+    assert final.status == status, final.reason
+    assert len(world.snapshot().deliveries()) == 1
+    assert [q.status_code for q in world.snapshot().reply_queries()] == [200 if queryable else 405]
+    assert final.delivery.state == ("delivered" if queryable else "uncertain")
