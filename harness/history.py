@@ -65,6 +65,9 @@ class FaultApplied(Record):
     pid: int | None = None
     ok: bool = True
     note: str = ""
+    # What the harness read straight from the engine's committed state at this moment,
+    # e.g. {"frontier_version": 5, "status": "running"}: how a lost commit really ended.
+    observed: dict[str, Any] = pydantic.Field(default_factory=dict)
 
 
 class WorkerEvent(Record):

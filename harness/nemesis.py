@@ -47,6 +47,8 @@ ADOPTER_PROGRESS = frozenset(
 )
 
 Heal = Callable[[], None]
+# Reads the run's committed state (frontier version, status) past every proxy.
+Observe = Callable[[], dict[str, Any]]
 
 
 class Nemesis:
@@ -59,6 +61,7 @@ class Nemesis:
         proxies: Any,  # trial._Proxies: proxy per worker, or none without Toxiproxy
         pg: postgres.Server,
         lease_s: float,
+        observe: Observe | None = None,
     ) -> None:
         self._pending = list(plan)
         self._launcher = launcher
@@ -66,6 +69,7 @@ class Nemesis:
         self._proxies = proxies
         self._pg = pg
         self._lease_s = lease_s
+        self._observe = observe
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []
         self._closed = False
@@ -123,9 +127,12 @@ class Nemesis:
             if proxy is None:
                 self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
                 return
+            before = self._observation()
             heal = self._break_link(step, proxy)
-            self._record(step.action, step, hit, ok=True, note=f"proxy {proxy.name}")
-            self._schedule(heal_after, self._healer(step, hit, heal), "heal")
+            self._record(
+                step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=before
+            )
+            self._schedule(heal_after, self._healer(step, hit, heal, before), "heal")
 
     def _pause(self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         worker.pause()
@@ -186,12 +193,33 @@ class Nemesis:
 
         return heal
 
-    def _healer(self, step: history.FaultStep, hit: history.BoundaryHit, heal: Heal) -> Heal:
+    def _healer(
+        self,
+        step: history.FaultStep,
+        hit: history.BoundaryHit,
+        heal: Heal,
+        before: dict[str, Any],
+    ) -> Heal:
         def run() -> None:
             heal()
-            self._record("heal", step, hit, ok=True, note=f"healed {step.action}")
+            note = f"healed {step.action}"
+            after: dict[str, Any] = {}
+            if step.action in COMMIT_ACTIONS:
+                # Read before the engine can act on the healed link: the cut connection's
+                # transaction is settled by now, committed or rolled back, never both.
+                after = self._observation()
+                note += "; " + commit_outcome(before, after)
+            self._record("heal", step, hit, ok=True, note=note, observed=after)
 
         return run
+
+    def _observation(self) -> dict[str, Any]:
+        if self._observe is None:
+            return {}
+        try:
+            return self._observe()
+        except errors.CrashcertError as error:
+            return {"error": str(error)}
 
     def _schedule(self, delay_s: float, heal: Heal, name: str) -> None:
         done = threading.Event()
@@ -221,6 +249,7 @@ class Nemesis:
         *,
         ok: bool,
         note: str,
+        observed: dict[str, Any] | None = None,
     ) -> None:
         self._recorder.append(
             history.FaultApplied(
@@ -230,5 +259,23 @@ class Nemesis:
                 pid=hit.pid,
                 ok=ok,
                 note=note,
+                observed=observed or {},
             )
         )
+
+
+COMMIT_ACTIONS = frozenset({"commit_lost", "commit_dropped"})
+
+
+def commit_outcome(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Which of the two really happened to the transaction whose COMMIT was in flight."""
+    if "frontier_version" not in before or "frontier_version" not in after:
+        return "commit outcome unknown (the engine's state could not be read)"
+    if after["frontier_version"] > before["frontier_version"] or after.get("status") != before.get(
+        "status"
+    ):
+        return (
+            f"the transaction COMMITTED (frontier v{before['frontier_version']} -> "
+            f"v{after['frontier_version']}, status {after.get('status')})"
+        )
+    return f"the transaction did NOT commit (frontier stays v{before['frontier_version']})"

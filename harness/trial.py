@@ -18,6 +18,7 @@ from typing import Any
 import pydantic
 
 from harness import (
+    blackbox,
     checkers,
     control,
     errors,
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # How often the runner asks the engine for a report when no run.finished signal came.
 REPORT_POLL_S = 2.0
+# A black-box engine sends no run.finished signal: its reports are the only sign of the end.
+BLACK_BOX_POLL_S = 1.0
 # Allowance on top of the scenario deadline for recovery: a few leases.
 LEASES_OF_SLACK = 4
 
@@ -119,7 +122,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         log.exception("trial %s failed to run", trial_id)
         trial.harness_error = f"{type(error).__name__}: {error}"
     trial.ended_at = time.time()
-    results = checkers.check_all(trial)
+    results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
     results.append(_plan_result(trial))
     verdict = checkers.trial_verdict(trial, results)
     repro = repro_command(spec)
@@ -195,11 +198,22 @@ def _execute(
             proxies=proxies,
             pg=lab.pg,
             lease_s=engine.lease_ms / 1000.0,
+            observe=lambda: _observe(engine, dsn, trial.run_id),
         )
         server = control.ControlServer(socket_path, recorder, policy=nemesis.on_hit)
         server.start()
         stack.callback(server.stop)
         stack.callback(nemesis.close)  # runs first: heal everything before anything stops
+        trigger = None
+        if blackbox.wanted(engine, spec.plan):
+            trigger = blackbox.WorldTrigger(
+                world,
+                spec.plan,
+                run_key=trial.run_key,
+                recorder=recorder,
+                launcher=launcher,
+                policy=nemesis.on_hit,
+            ).install()
         try:
             run_id = engine.submit(dsn, build_input(spec.scenario, trial.run_key))
             trial.run_id = run_id
@@ -207,6 +221,8 @@ def _execute(
                 launcher.start()
             _wait_terminal(engine, dsn, trial, server, launcher, spec)
         finally:
+            if trigger is not None:
+                trigger.close()  # first: no late world kill or fresh worker after this
             try:
                 nemesis.close()
             finally:
@@ -241,7 +257,8 @@ def _wait_terminal(
         return hit.point == "run.finished" and hit.run_id == run_id
 
     while time.monotonic() < deadline:
-        timeout = min(REPORT_POLL_S, max(0.0, deadline - time.monotonic()))
+        poll = REPORT_POLL_S if engine.boundaries else BLACK_BOX_POLL_S
+        timeout = min(poll, max(0.0, deadline - time.monotonic()))
         hit = server.wait_for(finished, timeout=timeout)
         if hit is not None:
             trial.finished_at = hit.t
@@ -252,6 +269,14 @@ def _wait_terminal(
         if report.terminal:
             trial.finished_at = time.time()
             break
+
+
+def _observe(engine: Any, dsn: str, run_id: str | None) -> dict[str, Any]:
+    """The run's committed state, read directly (not through any worker's proxy)."""
+    if run_id is None:
+        return {}
+    report = engine.report(dsn, run_id)
+    return {"frontier_version": report.frontier.version, "status": report.status}
 
 
 def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:

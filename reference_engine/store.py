@@ -192,6 +192,25 @@ class Store:
             data=payload,
         )
 
+    def ensure_live(self, lease: Lease) -> None:
+        """Called right before an external side effect (tool request, reply, model call).
+
+        A worker paused past its lease wakes up here and stops, instead of repeating an
+        effect its successor already resolved. A pause between this check and the request
+        is the one window no lease can fence: that request is truly in flight.
+        """
+        conn = self.connect()
+        with self._classified():
+            row = self._one(
+                conn,
+                "lease_still_live",
+                run_id=lease.run_id,
+                worker_id=lease.worker_id,
+                lease_epoch=lease.epoch,
+            )
+        if row is None or not row["live"]:
+            raise errors.LeaseLost(f"lease on run {lease.run_id} lapsed before an external call")
+
     # -- schema --------------------------------------------------------------------------
 
     def migrate(self) -> list[str]:

@@ -273,6 +273,7 @@ class Worker:
         point = decide.validated(run)
         declarations = self.services.declarations()
         tools = [{"type": "function", "function": d["function"]} for d in declarations.values()]
+        self.store.ensure_live(lease)
         try:
             answer = self.model.complete(list(point.transcript), tools)
         except errors.ModelUnavailable as error:
@@ -291,6 +292,7 @@ class Worker:
         declaration: dict[str, Any],
         memo: Memo,
     ) -> None:
+        self.store.ensure_live(lease)  # a zombie must not repeat its successor's effect
         memo.tools_sent.add(call.id)
         result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
         self.reporter.report(
@@ -360,6 +362,7 @@ class Worker:
             raise errors.LeaseLost("released: reply sink keeps failing")
         content = decide.validated(run).reply or ""
         self.store.mark_sending(lease, key=delivery.key)
+        self.store.ensure_live(lease)  # paused at reply.sending past the lease: stop here
         outcome = self.services.send_reply(run.run_id, content, delivery.key)
         if outcome == "sent":
             self.reporter.report("reply.sent", lease.run_id, key=delivery.key)
