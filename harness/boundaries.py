@@ -6,6 +6,8 @@ for the names in BEFORE_COMMIT, also `<name>:before_commit` just before COMMIT i
 
 from __future__ import annotations
 
+import re
+
 BOUNDARIES: tuple[str, ...] = (
     "run.claimed",
     "model.pending",
@@ -61,3 +63,28 @@ def base_name(point: str) -> str:
 
 def is_known(point: str) -> bool:
     return point in set(all_points())
+
+
+# Black-box points (harness/CONTRACT.md section 6): the world, not the engine, reports them.
+# `world:<event>` when the world answers a model call, applies a tool effect (its response
+# not yet sent) or accepts a reply; `time:+<seconds>s` after the first model answer.
+WORLD_POINTS: tuple[str, ...] = (
+    "world:model.answered",
+    "world:tool.effect",
+    "world:reply.accepted",
+)
+TIME_POINT = re.compile(r"^time:\+(?P<seconds>\d+(\.\d+)?)s$")
+
+
+def is_world_point(point: str) -> bool:
+    return point in WORLD_POINTS
+
+
+def time_point_seconds(point: str) -> float | None:
+    """`time:+0.35s` -> 0.35; None for any other point."""
+    match = TIME_POINT.match(point)
+    return float(match["seconds"]) if match else None
+
+
+def is_blackbox_point(point: str) -> bool:
+    return is_world_point(point) or time_point_seconds(point) is not None

@@ -12,7 +12,9 @@ from typing import Any
 
 from harness import boundaries, errors, history
 
-FAULT_SYNTAX = re.compile(r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+)(#(?P<occurrence>\d+))?$")
+FAULT_SYNTAX = re.compile(
+    r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?$"
+)
 MATRIX_FAULTS = (
     "kill",
     "pause",
@@ -36,10 +38,11 @@ def parse_fault(text: str) -> history.FaultStep:
             f"bad fault {text!r}: expected ACTION@POINT[#OCCURRENCE], e.g. kill@tools.pending#1"
         )
     point = match["point"]
-    if not boundaries.is_known(point):
+    if not (boundaries.is_known(point) or boundaries.is_blackbox_point(point)):
         raise errors.CrashcertError(
             f"bad fault {text!r}: unknown point {point!r}; "
-            f"known: {', '.join(boundaries.all_points())}"
+            f"known: {', '.join(boundaries.all_points())}; black box: "
+            f"{', '.join(boundaries.WORLD_POINTS)}, time:+SECONDSs"
         )
     try:
         return history.FaultStep(
