@@ -407,6 +407,105 @@ def explore(
     sys.exit(result.exit_code)
 
 
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
+@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "boundary", "blackbox", "both"]),
+    default="auto",
+    show_default=True,
+    help="auto: boundary mode when the engine reports boundaries, black box otherwise.",
+)
+@click.option(
+    "--points",
+    default=None,
+    help="Only these points (boundary names, world:model.answered, world:tool.effect, "
+    "world:reply.accepted, time), comma-separated.",
+)
+@click.option(
+    "--time-kills", default=2, show_default=True, help="Seeded time kills per scenario (black box)."
+)
+@click.option(
+    "--require",
+    "required",
+    type=click.Choice(["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"], case_sensitive=False),
+    default=None,
+    help="Exit 1 when the engine earns a lower level than this.",
+)
+@click.option("--json", "json_path", default=None, help="Write the certification as JSON here.")
+@click.option("--markdown", "markdown_path", default=None, help="Write a Markdown summary here.")
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
+@_pg_option
+def certify(
+    engine_ref: str,
+    scenario_names: tuple[str, ...],
+    faults: str,
+    mode: str,
+    points: str | None,
+    time_kills: int,
+    required: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    out: str | None,
+    seed: int,
+    jobs: int,
+    pg_dsn: str | None,
+) -> None:
+    """Certify an engine: which guarantees hold, per invariant and fault class, and its level.
+
+    Exit 0 when the certification ran (whatever the level), 1 when --require names a higher
+    level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
+    """
+    from harness import certify as certify_module
+    from harness import levels as levels_module
+
+    fault_classes = [f.strip() for f in faults.split(",") if f.strip()]
+    unknown = [f for f in fault_classes if f not in plan_module.MATRIX_FAULTS]
+    if unknown:
+        raise errors.CrashcertError(
+            f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
+        )
+    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
+    known = {*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME}
+    bad_points = [p for p in point_names if p not in known]
+    if bad_points:
+        raise errors.CrashcertError(f"unknown points {bad_points}; known: {', '.join(known)}")
+    engine = commands.find(engine_ref)
+    scenarios = _scenarios(scenario_names)
+    out_dir = _out_dir(out)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"certifying {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        result = certify_module.certify(
+            lab,
+            scenarios,
+            out_dir=out_dir,
+            engine_ref=engine_ref,
+            mode=mode,
+            faults=fault_classes,
+            points=point_names or None,
+            time_kills=time_kills,
+            seed=seed,
+            jobs=jobs,
+        )
+    certify_module.print_certification(result, console=console)
+    if json_path:
+        certify_module.write_json(pathlib.Path(json_path), result)
+    if markdown_path:
+        certify_module.write_markdown(pathlib.Path(markdown_path), result)
+    if result.errors:
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    if required and levels_module.rank(result.level) < levels_module.rank(
+        levels_module.parse(required)
+    ):
+        console.print(f"[bold red]required {required.upper()}, earned {result.level.value}[/]")
+        sys.exit(1)
+    sys.exit(0)
+
+
 # -- timeline reports (harness/timeline.py) ------------------------------------------------
 
 
@@ -418,4 +517,85 @@ def report_command(directory: str) -> None:
 
     for path in timeline.report_directory(pathlib.Path(directory)):
         console.print(f"wrote {path}")
+
+
+# -- incident reproduction (harness/incident.py, harness/INCIDENTS.md) --------------------
+
+
+@main.group("incident")
+def incident_group() -> None:
+    """Turn one run of an engine into a replayable scenario (harness/INCIDENTS.md)."""
+
+
+@incident_group.command("export")
+@_engine_option
+@click.option("--dsn", default=None, help="The engine's database (libpq DSN).")
+@click.option("--run", "run_id", default=None, help="The run's id (with --dsn).")
+@click.option(
+    "--trial",
+    "trial_dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="A stored trial directory instead of a database (its run's stored tables).",
+)
+@click.option("--redact", is_flag=True, help="Replace prompts and outputs by same-shape text.")
+@click.option("--name", default=None, help="Scenario name (default incident-<run id>).")
+@click.option(
+    "--sink-queryable/--sink-not-queryable",
+    default=None,
+    help="Whether the reply sink can be asked by key (default: inferred, else true).",
+)
+def incident_export(
+    engine_ref: str,
+    dsn: str | None,
+    run_id: str | None,
+    trial_dir: str | None,
+    redact: bool,
+    name: str | None,
+    sink_queryable: bool | None,
+) -> None:
+    """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
+    from harness import incident
+
+    if trial_dir is not None:
+        if dsn is not None:
+            raise errors.CrashcertError("give either --trial or --dsn/--run, not both")
+        tables, _ = incident.from_trial(pathlib.Path(trial_dir))
+        source = f"trial {trial_dir}"
+    elif dsn is not None and run_id is not None:
+        tables = incident.from_dsn(dsn, run_id, engine_ref=engine_ref)
+        source = "the engine's database"
+    else:
+        raise errors.CrashcertError("give --dsn DSN --run RUN_ID, or --trial DIR")
+    scenario = incident.scenario_from_tables(
+        tables, name=name, redacted=redact, sink_queryable=sink_queryable, source=source
+    )
+    click.echo(incident.to_yaml(scenario), nl=False)
+
+
+@main.command()
+@_engine_option
+@click.argument("scenario_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@_pg_option
+def replay(
+    engine_ref: str, scenario_file: str, seed: int, out: str | None, pg_dsn: str | None
+) -> None:
+    """Replay an incident scenario under its faults; say whether the incident still happens."""
+    from harness import incident
+
+    scenario = scenario_module.load(scenario_file)
+    spec = incident.replay_spec(
+        scenario, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
+    )
+    engine = commands.find(engine_ref)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        outcome = trial_module.run_trial(lab, spec, out_dir=_out_dir(out))
+    _print_results(outcome.results, outcome.verdict)
+    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+    console.print(incident.conclusion(outcome.verdict))
+    sys.exit(outcome.verdict.exit_code)
+
+
 # -- end of timeline and incident commands
