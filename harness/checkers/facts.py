@@ -65,7 +65,8 @@ class Interruption:
     end: float  # math.inf while not healed; == start for a kill
 
     def overlaps(self, start: float, end: float) -> bool:
-        return self.start <= end and self.end >= start
+        # Strict at `end`: a fault at the very moment the window closed did not interrupt it.
+        return self.start < end and self.end >= start
 
     def describe(self) -> str:
         where = f" at {self.hit.point}#{self.hit.occurrence}" if self.hit else ""
@@ -209,6 +210,39 @@ def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> l
     had not opened yet.
     """
     return [item for item in interruptions(history) if item.hit and item.hit.point in window]
+
+
+@dataclasses.dataclass(frozen=True)
+class LostAck:
+    """A commit whose acknowledgement a fault dropped, yet the harness saw it land."""
+
+    fault: history_module.FaultApplied
+    hit: history_module.BoundaryHit  # the `:before_commit` hit it struck at
+    version: int  # the frontier version the transaction wrote
+
+    def describe(self) -> str:
+        return (
+            f"{boundaries.base_name(self.hit.point)} committed under {self.fault.action} at "
+            f"{self.hit.point}#{self.hit.occurrence} (fault seq {self.fault.seq}, "
+            f"t={self.fault.t:.3f}; observed frontier v{self.version})"
+        )
+
+
+def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
+    """commit_lost/commit_dropped faults after which the engine's state shows the commit."""
+    found = []
+    for fault in history.faults():
+        if fault.action not in ("commit_lost", "commit_dropped") or not fault.ok:
+            continue
+        hit = fault_hit(history, fault)
+        if hit is None or not is_before_commit(hit):
+            continue
+        wrote = detail_int(hit, "frontier_version")
+        # What the harness read from the engine's committed state while the link was cut.
+        seen = fault.observed.get("frontier_version")
+        if wrote is not None and isinstance(seen, int) and seen >= wrote:
+            found.append(LostAck(fault, hit, wrote))
+    return found
 
 
 def database_down_at_end(history: history_module.TrialHistory) -> list[Interruption]:

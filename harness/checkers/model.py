@@ -25,8 +25,31 @@ _STOPPED_EARLY = frozenset({"budget_exhausted", "cancelled"})
 @dataclasses.dataclass(frozen=True)
 class Decision:
     turn: int
-    hit: history_module.BoundaryHit
-    how: str  # "detail.turn" or "time order"
+    t: float  # when it became durable
+    where: str
+    how: str  # "detail.turn", "time order" or "lost ack"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Commit:
+    t: float
+    where: str
+    turn: int | None  # detail.turn when the engine gave it
+    lost_ack: bool = False
+
+
+def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
+    """Decision hits, and decisions that committed though a fault dropped their ack."""
+    commits = [
+        _Commit(hit.t, facts.describe_hit(hit), facts.detail_int(hit, "turn"))
+        for hit in facts.run_hits(history)
+        if hit.point in facts.DECISION_POINTS
+    ]
+    for lost in facts.lost_acks(history):
+        if boundaries.base_name(lost.hit.point) in facts.DECISION_POINTS:
+            turn = facts.detail_int(lost.hit, "turn")
+            commits.append(_Commit(lost.fault.t, lost.describe(), turn, lost_ack=True))
+    return sorted(commits, key=lambda commit: commit.t)
 
 
 def _by_turn(requests: list[ledger.ModelRequest]) -> dict[int, list[ledger.ModelRequest]]:
@@ -48,18 +71,14 @@ def decisions(
     notes = notes if notes is not None else []
     answered = _by_turn(facts.model_requests(history, answered_only=True))
     every = facts.model_requests(history)
-    hits = [hit for hit in facts.run_hits(history) if hit.point in facts.DECISION_POINTS]
+    hits = _decision_commits(history)
 
     def span(turn: int) -> tuple[float, float]:
         first = answered[turn][0].t if turn in answered else math.inf
         later = [request.t for request in every if request.turn > turn]
         return first, min(later, default=math.inf)
 
-    labelled: list[tuple[history_module.BoundaryHit, int]] = []
-    for hit in hits:
-        turn = facts.detail_int(hit, "turn")
-        if turn is not None:
-            labelled.append((hit, turn))
+    labelled = [(hit, hit.turn) for hit in hits if hit.turn is not None]
     disagreeing = [
         (hit, turn) for hit, turn in labelled if not span(turn)[0] < hit.t < span(turn)[1]
     ]
@@ -67,18 +86,18 @@ def decisions(
     if disagreeing:
         hit, turn = disagreeing[0]
         notes.append(
-            f"{facts.describe_hit(hit)} says turn {turn}, which the model ledger contradicts; "
+            f"{hit.where} says turn {turn}, which the model ledger contradicts; "
             "decisions are placed by time order"
         )
     found: dict[int, Decision] = {}
     for turn in answered:
         first, horizon = span(turn)
         for hit in hits:
-            if trust and facts.detail_int(hit, "turn") not in (None, turn):
+            if trust and hit.turn not in (None, turn):
                 continue
             if first < hit.t < horizon:
-                how = "detail.turn" if trust and "turn" in hit.detail else "time order"
-                found[turn] = Decision(turn, hit, how)
+                how = "detail.turn" if trust and hit.turn is not None else "time order"
+                found[turn] = Decision(turn, hit.t, hit.where, "lost ack" if hit.lost_ack else how)
                 break
     return found
 
@@ -101,16 +120,15 @@ def check_once_after_decision(history: history_module.TrialHistory) -> verdict.C
         if decision is None:
             notes.append(f"turn {turn}: no decision hit (tools.pending/reply.ready) reported")
             continue
-        late = [request for request in every.get(turn, []) if request.t > decision.hit.t]
+        late = [request for request in every.get(turn, []) if request.t > decision.t]
         for request in late:
             failures.append(
                 f"turn {turn}: model request seq {request.seq} (t={request.t:.3f}, status "
-                f"{request.status_code}) after its decision was committed at "
-                f"{facts.describe_hit(decision.hit)}"
+                f"{request.status_code}) after its decision was committed at {decision.where}"
             )
         if not late:
             notes.append(
-                f"turn {turn}: decision at {facts.describe_hit(decision.hit)} "
+                f"turn {turn}: decision at {decision.where} "
                 f"(by {decision.how}); no model request for the turn after it"
             )
     unknowns = []
@@ -190,7 +208,7 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
         start = _window_start(history, requests[0])
         decision = found.get(turn)
         later = [request.t for request in every if request.turn > turn]
-        end = decision.hit.t if decision else min(later, default=math.inf)
+        end = decision.t if decision else min(later, default=math.inf)
         interrupted = _window_interruptions(history, start, end)
         allowed = 1 + len(interrupted)
         seqs = ", ".join(str(request.seq) for request in requests)

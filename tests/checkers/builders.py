@@ -173,6 +173,7 @@ class Trial:
         *,
         worker: str | None = None,
         ok: bool = True,
+        observed: dict[str, Any] | None = None,
     ) -> history_module.FaultApplied:
         seq, t = self.tick()
         # FaultStep.label()'s format: action@point#occurrence
@@ -184,6 +185,7 @@ class Trial:
             step=step,
             worker_id=worker or (at.worker_id if at else None),
             ok=ok,
+            observed=observed or {},
         )
         self.events.append(fault)
         return fault

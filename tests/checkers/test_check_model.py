@@ -165,3 +165,40 @@ def test_a_pause_at_model_pending_allows_the_stale_workers_late_call() -> None:
     result = model.check_count(trial.build())
     assert result.verdict is V.PASS
     assert "pause at model.pending#2 worker w-1" in builders.evidence(result)
+
+
+def lost_ack_at_decision(*, landed: bool) -> builders.Trial:
+    """The tools.pending commit of turn 1 loses its ack; the next worker asks the model again."""
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    before = trial.hit("tools.pending:before_commit", turn=None, frontier_version=trial.version + 1)
+    observed = trial.version + 1 if landed else trial.version
+    trial.fault("commit_lost", before, observed={"frontier_version": observed})
+    trial.fault("heal", worker="w-1")
+    if landed:
+        trial.version += 1
+        trial.phase = "tools_pending"
+    trial.claim("w-2")
+    trial.model_turn(1)
+    return trial
+
+
+def test_a_decision_whose_ack_was_lost_still_counts_as_committed() -> None:
+    history = lost_ack_at_decision(landed=True).build()
+    result = model.check_once_after_decision(history)
+    assert result.verdict is V.FAIL
+    assert "after its decision was committed at tools.pending committed under commit_lost" in (
+        result.summary
+    )
+    assert "observed frontier v5" in result.summary
+    counted = model.check_count(history)
+    assert counted.verdict is V.FAIL
+    assert "turn 1: 2 model calls answered" in counted.summary
+
+
+def test_a_lost_commit_that_did_not_land_allows_the_repeat() -> None:
+    history = lost_ack_at_decision(landed=False).build()
+    assert model.check_once_after_decision(history).verdict is V.PASS
+    counted = model.check_count(history)
+    assert counted.verdict is V.PASS
+    assert "commit_lost at tools.pending:before_commit#2" in builders.evidence(counted)
