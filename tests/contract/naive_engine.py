@@ -56,34 +56,49 @@ def connect() -> psycopg.Connection:
     return psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
 
 
+def renew(db: psycopg.Connection, run_id: str) -> None:
+    db.execute("UPDATE runs SET lease_until = now() + make_interval(secs => %s) WHERE id = %s",
+               (LEASE_S, run_id))
+
+
 def run_agent(db: psycopg.Connection, run_id: str, payload: dict) -> None:
     messages = list(payload["messages"])
     tools = http(os.environ["CRASHCERT_TOOLS_URL"] + "/tools")[1]["tools"]  # type: ignore[index]
     model_url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
-    calls = tokens = 0
+    model_calls: list[dict] = []  # what the report says: every call made by this attempt
+    tool_calls: list[dict] = []
     while True:
+        renew(db, run_id)
         _, answer = http(model_url, {"model": "m", "messages": messages, "tools": tools})
         report("model.returned", run_id)
-        calls += 1
-        tokens += answer["usage"]["total_tokens"]  # type: ignore[index]
+        model_calls.append({"turn": len(model_calls), "state": "recorded",
+                            "usage": answer["usage"]})  # type: ignore[index]
         message = answer["choices"][0]["message"]  # type: ignore[index]
         messages.append(message)
         if not message.get("tool_calls"):
             break
         for call in message["tool_calls"]:
             url = f"{os.environ['CRASHCERT_TOOLS_URL']}/tools/{call['function']['name']}"
-            status, result = http(url, json.loads(call["function"]["arguments"]), str(uuid.uuid4()))
+            renew(db, run_id)
+            key = str(uuid.uuid4())  # a new key per attempt: this engine is at-least-once
+            status, result = http(url, json.loads(call["function"]["arguments"]), key)
             report("tool.returned", run_id)
+            tool_calls.append({"id": call["id"], "name": call["function"]["name"], "key": key,
+                               "turn": len(model_calls) - 1,
+                               "state": "succeeded" if status == 200 else "failed"})
             content = {"status": "ok", "result": result["result"]} if status == 200 else {  # type: ignore[index]
                 "status": "error", "error": str(result)}
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(content)})
     http(os.environ["CRASHCERT_REPLY_URL"] + "/replies", {"run_id": run_id, "content": message["content"]},
          key=f"reply-{run_id}")
     report("reply.sent", run_id)
+    budgets, tokens = payload["budgets"], sum(c["usage"]["total_tokens"] for c in model_calls)
     final = {"run_id": run_id, "status": "succeeded", "frontier": {"phase": None, "version": 0},
              "delivery": {"state": "delivered", "key": f"reply-{run_id}"},
-             "budget": {"iterations": {"used": calls, "limit": payload["budgets"]["iterations"]},
-                        "tokens": {"used": tokens, "limit": payload["budgets"]["tokens"]}}}
+             "model_calls": model_calls, "tool_calls": tool_calls,
+             "budget": {"iterations": {"used": len(model_calls), "limit": budgets["iterations"]},
+                        "tool_calls": {"used": len(tool_calls), "limit": budgets["tool_calls"]},
+                        "tokens": {"used": tokens, "limit": budgets["tokens"]}}}
     db.execute("UPDATE runs SET status = 'succeeded', report = %s WHERE id = %s",
                (json.dumps(final), run_id))
     report("run.finished", run_id)
