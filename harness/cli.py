@@ -517,3 +517,85 @@ def report_command(directory: str) -> None:
 
     for path in timeline.report_directory(pathlib.Path(directory)):
         console.print(f"wrote {path}")
+
+
+# -- incident reproduction (harness/incident.py, harness/INCIDENTS.md) --------------------
+
+
+@main.group("incident")
+def incident_group() -> None:
+    """Turn one run of an engine into a replayable scenario (harness/INCIDENTS.md)."""
+
+
+@incident_group.command("export")
+@_engine_option
+@click.option("--dsn", default=None, help="The engine's database (libpq DSN).")
+@click.option("--run", "run_id", default=None, help="The run's id (with --dsn).")
+@click.option(
+    "--trial",
+    "trial_dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="A stored trial directory instead of a database (its run's stored tables).",
+)
+@click.option("--redact", is_flag=True, help="Replace prompts and outputs by same-shape text.")
+@click.option("--name", default=None, help="Scenario name (default incident-<run id>).")
+@click.option(
+    "--sink-queryable/--sink-not-queryable",
+    default=None,
+    help="Whether the reply sink can be asked by key (default: inferred, else true).",
+)
+def incident_export(
+    engine_ref: str,
+    dsn: str | None,
+    run_id: str | None,
+    trial_dir: str | None,
+    redact: bool,
+    name: str | None,
+    sink_queryable: bool | None,
+) -> None:
+    """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
+    from harness import incident
+
+    if trial_dir is not None:
+        if dsn is not None:
+            raise errors.CrashcertError("give either --trial or --dsn/--run, not both")
+        tables, _ = incident.from_trial(pathlib.Path(trial_dir))
+        source = f"trial {trial_dir}"
+    elif dsn is not None and run_id is not None:
+        tables = incident.from_dsn(dsn, run_id, engine_ref=engine_ref)
+        source = "the engine's database"
+    else:
+        raise errors.CrashcertError("give --dsn DSN --run RUN_ID, or --trial DIR")
+    scenario = incident.scenario_from_tables(
+        tables, name=name, redacted=redact, sink_queryable=sink_queryable, source=source
+    )
+    click.echo(incident.to_yaml(scenario), nl=False)
+
+
+@main.command()
+@_engine_option
+@click.argument("scenario_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@_pg_option
+def replay(
+    engine_ref: str, scenario_file: str, seed: int, out: str | None, pg_dsn: str | None
+) -> None:
+    """Replay an incident scenario under its faults; say whether the incident still happens."""
+    from harness import incident
+
+    scenario = scenario_module.load(scenario_file)
+    spec = incident.replay_spec(
+        scenario, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
+    )
+    engine = commands.find(engine_ref)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        outcome = trial_module.run_trial(lab, spec, out_dir=_out_dir(out))
+    _print_results(outcome.results, outcome.verdict)
+    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+    console.print(incident.conclusion(outcome.verdict))
+    sys.exit(outcome.verdict.exit_code)
+
+
+# -- end of timeline and incident commands

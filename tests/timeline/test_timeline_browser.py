@@ -126,5 +126,4 @@ def test_report_command_writes_pages_for_stored_trials(tmp_path: pathlib.Path) -
 
     [link] = dom.find("a", "page-link", href="refund/kill@tool.returned#2/timeline.html")
     assert link is not None
-    one = chromium.parse(chromium.dump_dom(pages[1]))
-    assert one.find("section", "trial", data_verdict="FAIL")
+    assert 'data-verdict="FAIL"' in pages[1].read_text()
