@@ -120,6 +120,7 @@ class Store:
         self.application_name = application_name
         self.idle_in_transaction_ms = idle_in_transaction_ms
         self._conn: psycopg.Connection[Row] | None = None
+        self._events: list[dict[str, Any]] = []
 
     # -- connection ----------------------------------------------------------------------
 
@@ -182,15 +183,37 @@ class Store:
         payload = _jsonable(data)
         if self.redact:
             payload = redact_module.redact(payload)
-        self._all(
-            conn,
-            "insert_event",
-            run_id=run_id,
-            kind=kind,
-            worker_id=worker_id,
-            lease_epoch=lease_epoch,
-            data=payload,
+        # buffered and written in one pipelined batch just before COMMIT (see _tx)
+        self._events.append(
+            _adapt(
+                {
+                    "run_id": run_id,
+                    "kind": kind,
+                    "worker_id": worker_id,
+                    "lease_epoch": lease_epoch,
+                    "data": payload,
+                }
+            )
         )
+
+    def _flush_events(self, conn: psycopg.Connection[Row]) -> None:
+        if self._events:
+            with conn.cursor() as cursor:
+                cursor.executemany(sqlfile.query("insert_event"), self._events)
+            self._events.clear()
+
+    @contextlib.contextmanager
+    def _tx(self) -> collections.abc.Iterator[psycopg.Connection[Row]]:
+        """One transaction whose buffered events are written before it commits; events of
+        a transaction that rolled back are dropped with it."""
+        conn = self.connect()
+        self._events.clear()
+        try:
+            with self._classified(), conn.transaction():
+                yield conn
+                self._flush_events(conn)
+        finally:
+            self._events.clear()
 
     def ensure_live(self, lease: Lease) -> None:
         """Called right before an external side effect (tool request, reply, model call).
@@ -215,8 +238,7 @@ class Store:
 
     def migrate(self) -> list[str]:
         applied: list[str] = []
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS engine_migrations ("
@@ -240,8 +262,7 @@ class Store:
     def create_run(self, run_input: inputs_module.RunInput) -> tuple[str, bool]:
         """Store a new run (idempotent on run_key): (run_id, created)."""
         point = checkpoint_module.dump(checkpoint_module.initial(run_input.messages))
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             row = self._one(
                 conn,
                 "create_run",
@@ -271,8 +292,7 @@ class Store:
 
     def request_cancel(self, run_id: str) -> str:
         """Cancel now when nobody holds the run; else flag it for the lease holder."""
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             row = self._one(conn, "lock_run_plain", run_id=run_id)
             if row is None:
                 raise errors.NotFound(f"no run {run_id}")
@@ -287,8 +307,7 @@ class Store:
             return "cancel_requested"
 
     def decide_approval(self, command_id: str, *, approve: bool) -> str:
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             found = self._one(conn, "find_tool_call", command_id=command_id)
             if found is None:
                 raise errors.NotFound(f"no tool call (command) {command_id}")
@@ -321,29 +340,24 @@ class Store:
     # -- claiming and leases -------------------------------------------------------------
 
     def claim(self, worker_id: str, lease_ms: int) -> Lease | None:
-        conn = self.connect()
-        with self._classified():
-            with conn.transaction():
-                row = self._one(conn, "claim_run", worker_id=worker_id, lease_ms=lease_ms)
-                if row is None:
-                    return None
-                lease = Lease(
-                    str(row["id"]), worker_id, int(row["lease_epoch"]), int(row["attempts"])
-                )
-                self._event(
-                    conn,
-                    lease.run_id,
-                    "run.claimed",
-                    worker_id=worker_id,
-                    lease_epoch=lease.epoch,
-                    attempt=lease.attempts,
-                )
+        with self._tx() as conn:
+            row = self._one(conn, "claim_run", worker_id=worker_id, lease_ms=lease_ms)
+            if row is None:
+                return None
+            lease = Lease(str(row["id"]), worker_id, int(row["lease_epoch"]), int(row["attempts"]))
+            self._event(
+                conn,
+                lease.run_id,
+                "run.claimed",
+                worker_id=worker_id,
+                lease_epoch=lease.epoch,
+                attempt=lease.attempts,
+            )
         self.reporter.report("run.claimed", lease.run_id, lease_epoch=lease.epoch)
         return lease
 
     def extend_lease(self, lease: Lease, lease_ms: int) -> bool:
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             row = self._one(
                 conn,
                 "extend_lease",
@@ -366,21 +380,18 @@ class Store:
 
     def load(self, run_id: str) -> state_module.RunState:
         conn = self.connect()
-        with self._classified(), conn.transaction():
-            # one snapshot, so the frontier and its audit rows are mutually consistent
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            run = self._one(conn, "load_run", run_id=run_id)
-            if run is None:
-                raise errors.NotFound(f"no run {run_id}")
-            frontier = self._one(conn, "load_frontier", run_id=run_id)
-            model_calls = self._all(conn, "load_model_calls", run_id=run_id)
-            tool_calls = self._all(conn, "load_tool_calls", run_id=run_id)
-            used = {
-                row["kind"]: int(row["used"])
-                for row in self._all(conn, "load_budget_used", run_id=run_id)
-            }
-            charged = self._all(conn, "load_charged_refs", run_id=run_id)
-            delivery = self._one(conn, "load_delivery", run_id=run_id)
+        with self._classified():
+            # one statement = one snapshot: the frontier and its audit rows agree
+            row = self._one(conn, "load_state", run_id=run_id)
+        if row is None or row["run"] is None:
+            raise errors.NotFound(f"no run {run_id}")
+        run = row["run"]
+        frontier = row["frontier"]
+        model_calls = row["model_calls"]
+        tool_calls = row["tool_calls"]
+        used = {kind: int(amount) for kind, amount in row["budget_used"].items()}
+        charged = [{"kind": kind, "ref": ref} for kind, ref in row["charged"]]
+        delivery = row["delivery"]
         budget = state_module.Budget(
             iterations=run["budget_iterations"],
             tool_calls=run["budget_tool_calls"],
@@ -446,36 +457,35 @@ class Store:
         body: collections.abc.Callable[[psycopg.Connection[Row]], Mark],
     ) -> Mark:
         """Run `body` as one fenced transaction and report its boundary around COMMIT."""
-        conn = self.connect()
-        with self._classified():
-            with conn.transaction():
-                row = self._one(conn, "lock_run", run_id=lease.run_id)
-                if row is None:
-                    raise errors.NotFound(f"no run {lease.run_id}")
-                if (
-                    row["status"] != "running"
-                    or row["lease_owner"] != lease.worker_id
-                    or row["lease_epoch"] != lease.epoch
-                    or not row["lease_live"]
-                ):
-                    raise errors.LeaseLost(
-                        f"run {lease.run_id}: lease of {lease.worker_id} epoch {lease.epoch} "
-                        f"is gone (status {row['status']}, owner {row['lease_owner']}, "
-                        f"epoch {row['lease_epoch']}, live {row['lease_live']})"
-                    )
-                if row["cancel_requested"]:
-                    self._cancel(conn, lease.run_id, worker_id=lease.worker_id, epoch=lease.epoch)
-                    mark = Mark("run.finished", {"status": "cancelled"}, cancelled=True)
-                else:
-                    mark = body(conn)
-                if mark.boundary is not None:
-                    self.reporter.report(
-                        mark.boundary + boundary_module.BEFORE_COMMIT, lease.run_id, **mark.detail
-                    )
-                # The row lock held since the start pins lease_expires_at; only time moves.
-                live = self._one(conn, "lease_time_left", expires_at=row["lease_expires_at"])
-                if not (live and live["live"]):
-                    raise errors.LeaseLost(f"run {lease.run_id}: lease expired before commit")
+        with self._tx() as conn:
+            row = self._one(conn, "lock_run", run_id=lease.run_id)
+            if row is None:
+                raise errors.NotFound(f"no run {lease.run_id}")
+            if (
+                row["status"] != "running"
+                or row["lease_owner"] != lease.worker_id
+                or row["lease_epoch"] != lease.epoch
+                or not row["lease_live"]
+            ):
+                raise errors.LeaseLost(
+                    f"run {lease.run_id}: lease of {lease.worker_id} epoch {lease.epoch} "
+                    f"is gone (status {row['status']}, owner {row['lease_owner']}, "
+                    f"epoch {row['lease_epoch']}, live {row['lease_live']})"
+                )
+            if row["cancel_requested"]:
+                self._cancel(conn, lease.run_id, worker_id=lease.worker_id, epoch=lease.epoch)
+                mark = Mark("run.finished", {"status": "cancelled"}, cancelled=True)
+            else:
+                mark = body(conn)
+            self._flush_events(conn)  # the transaction's work is complete before the report
+            if mark.boundary is not None:
+                self.reporter.report(
+                    mark.boundary + boundary_module.BEFORE_COMMIT, lease.run_id, **mark.detail
+                )
+            # The row lock held since the start pins lease_expires_at; only time moves.
+            live = self._one(conn, "lease_time_left", expires_at=row["lease_expires_at"])
+            if not (live and live["live"]):
+                raise errors.LeaseLost(f"run {lease.run_id}: lease expired before commit")
         if mark.boundary is not None:
             self.reporter.report(mark.boundary, lease.run_id, **mark.detail)
         if mark.cancelled:
@@ -974,8 +984,7 @@ class Store:
     def reconcile(self, *, limit: int = 100, backoff_ms: int = 50) -> list[tuple[str, str]]:
         """Expired leases -> pending (short backoff), cancelled, or dead_lettered."""
         changed: list[tuple[str, str]] = []
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             for row in self._all(conn, "expired_leases", limit=limit):
                 run_id = str(row["id"])
                 if row["cancel_requested"]:
@@ -1025,8 +1034,7 @@ class Store:
         return changed
 
     def expire_history(self, *, retention_s: int, limit: int = 1000) -> int:
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             cursor = conn.execute(
                 sqlfile.query("expire_checkpoint_history"),
                 {"retention_s": retention_s, "limit": limit},
@@ -1045,8 +1053,7 @@ class Store:
             "deliveries",
             "events",
         )
-        conn = self.connect()
-        with self._classified(), conn.transaction():
+        with self._tx() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             out = {
                 table: [_jsonable(row) for row in self._all(conn, f"export_{table}", run_id=run_id)]

@@ -64,28 +64,6 @@ SELECT id, run_key, status, reason, input, budget_iterations, budget_tool_calls,
        cancel_requested_at IS NOT NULL AS cancel_requested
 FROM runs WHERE id = %(run_id)s;
 
--- name: load_frontier
-SELECT version, phase, checkpoint, checkpoint_version FROM frontiers WHERE run_id = %(run_id)s;
-
--- name: load_model_calls
-SELECT id, turn, attempt, lease_epoch, state, usage
-FROM model_calls WHERE run_id = %(run_id)s ORDER BY turn, attempt;
-
--- name: load_tool_calls
-SELECT id, turn, position, tool_call_id, name, arguments, idempotency_key, declaration,
-       state, approval, outcome, started_epoch, attempts
-FROM tool_calls WHERE run_id = %(run_id)s ORDER BY turn, position;
-
--- name: load_budget_used
-SELECT kind, sum(amount)::bigint AS used, count(*) FILTER (WHERE true) AS entries
-FROM budget_ledger WHERE run_id = %(run_id)s GROUP BY kind;
-
--- name: load_charged_refs
-SELECT kind, ref FROM budget_ledger WHERE run_id = %(run_id)s AND kind <> 'tokens';
-
--- name: load_delivery
-SELECT key, state, attempts FROM deliveries WHERE run_id = %(run_id)s;
-
 -- name: advance_frontier
 -- Compare-and-set on the version: a stale view of the run cannot move its frontier.
 UPDATE frontiers
@@ -304,3 +282,29 @@ SELECT * FROM events WHERE run_id = %(run_id)s ORDER BY id;
 
 -- name: lease_time_left
 SELECT %(expires_at)s::timestamptz > clock_timestamp() AS live;
+
+-- name: load_state
+-- Everything the decision needs in one statement: one round trip, one snapshot.
+SELECT
+    (SELECT to_jsonb(r) FROM (
+        SELECT id, status, reason, budget_iterations, budget_tool_calls, budget_tokens,
+               attempts, max_attempts, lease_owner, lease_epoch,
+               cancel_requested_at IS NOT NULL AS cancel_requested
+        FROM runs WHERE id = %(run_id)s) r) AS run,
+    (SELECT to_jsonb(f) FROM (
+        SELECT version, phase, checkpoint, checkpoint_version
+        FROM frontiers WHERE run_id = %(run_id)s) f) AS frontier,
+    (SELECT coalesce(jsonb_agg(m ORDER BY m.turn, m.attempt), '[]'::jsonb) FROM (
+        SELECT id, turn, attempt, lease_epoch, state, usage
+        FROM model_calls WHERE run_id = %(run_id)s) m) AS model_calls,
+    (SELECT coalesce(jsonb_agg(t ORDER BY t.turn, t.position), '[]'::jsonb) FROM (
+        SELECT id, turn, position, tool_call_id, name, arguments, idempotency_key,
+               declaration, state, approval, outcome, started_epoch, attempts
+        FROM tool_calls WHERE run_id = %(run_id)s) t) AS tool_calls,
+    (SELECT coalesce(jsonb_object_agg(kind, used), '{}'::jsonb) FROM (
+        SELECT kind, sum(amount)::bigint AS used
+        FROM budget_ledger WHERE run_id = %(run_id)s GROUP BY kind) b) AS budget_used,
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(kind, ref)), '[]'::jsonb)
+        FROM budget_ledger WHERE run_id = %(run_id)s AND kind <> 'tokens') AS charged,
+    (SELECT to_jsonb(d) FROM (
+        SELECT key, state, attempts FROM deliveries WHERE run_id = %(run_id)s) d) AS delivery;
