@@ -110,22 +110,31 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     missing = [name for name in (ITERATIONS, TOOL_CALLS, TOKENS) if name not in budget]
     if missing:
         unknowns.append(f"final report has no budget {missing}")
+    # The world against the report: only a terminal report is known to be up to date.
+    against: list[str] = []
     answered = facts.model_requests(history, answered_only=True)
     if ITERATIONS in budget:
         used = budget[ITERATIONS].used
         line = f"{len(answered)} model requests answered 200, iterations used {used}"
-        (failures if len(answered) > used else notes).append(
+        (against if len(answered) > used else notes).append(
             line + (": an inference was not reserved" if len(answered) > used else "")
         )
     if TOOL_CALLS in budget:
         reached = {facts.logical_call(r.tool, r.arguments) for r in facts.tool_requests(history)}
         used = budget[TOOL_CALLS].used
         line = f"{len(reached)} distinct calls reached the world, tool_calls used {used}"
-        (failures if len(reached) > used else notes).append(
+        (against if len(reached) > used else notes).append(
             line + (": a call was not counted" if len(reached) > used else "")
         )
     if TOKENS in budget:
-        _tokens(history, report, failures, notes)
+        _tokens(history, report, against, notes)
+    if report.terminal:
+        failures.extend(against)
+    else:
+        unknowns.extend(
+            f"last report is {report.status}, not terminal (the world may be ahead of it): {line}"
+            for line in against
+        )
     _ledger_rows(history, failures)
     return verdict.decide(
         INVARIANT,

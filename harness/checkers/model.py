@@ -195,13 +195,18 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"script's {scripted} turns (status {request.status_code}{error})"
             )
     answered = _by_turn(facts.model_requests(history, answered_only=True))
+    report = history.final_report
+    unknowns: list[str] = []
     if not every:
         if status in _STOPPED_EARLY:
             notes.append(f"no model request; the run ended {status}")
+        elif report is None or not report.terminal:
+            # The run never got going: run.liveness says so; nothing was miscounted.
+            unknowns.append(f"no model request, and the run is not over (status {status})")
         else:
             failures.append(
                 f"no model request at all for a scenario of {scripted} turns "
-                f"(final status {status or 'unknown: no report'})"
+                f"(final status {status})"
             )
     found = decisions(history)
     for turn, requests in answered.items():
@@ -228,5 +233,6 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
         COUNT,
         failures=failures,
         notes=notes,
+        unknowns=unknowns,
         passed=f"model calls within scripted turns plus interruptions ({len(answered)} turns)",
     )

@@ -132,3 +132,17 @@ def test_budget_ledger_rows_are_unique() -> None:
     result = budget.check(trial.build())
     assert result.verdict is V.FAIL
     assert result.summary == "budget_ledger has 2 rows for (kind iteration, ref mc-1)"
+
+
+def test_a_stale_report_is_not_compared_with_the_world() -> None:
+    # The harness broke while the run went on: its last snapshot lags behind the ledgers.
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.report("running")
+    trial.model_call(0)
+    result = budget.check(trial.build())
+    assert result.verdict is V.INCONCLUSIVE
+    assert result.summary == (
+        "last report is running, not terminal (the world may be ahead of it): 1 model requests "
+        "answered 200, iterations used 0: an inference was not reserved"
+    )

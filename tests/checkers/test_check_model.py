@@ -202,3 +202,12 @@ def test_a_lost_commit_that_did_not_land_allows_the_repeat() -> None:
     counted = model.check_count(history)
     assert counted.verdict is V.PASS
     assert "commit_lost at tools.pending:before_commit#2" in builders.evidence(counted)
+
+
+def test_no_model_request_while_the_run_is_not_over_is_inconclusive() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.report("pending")
+    result = model.check_count(trial.build())
+    assert result.verdict is V.INCONCLUSIVE
+    assert result.summary == "no model request, and the run is not over (status pending)"
