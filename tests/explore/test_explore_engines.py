@@ -16,7 +16,6 @@ import dataclasses
 import os
 import pathlib
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -51,12 +50,6 @@ HUNTS = (
     Hunt("reexecute_started", "refund", ("tool.returned",), "tool.at_most_once"),
     Hunt("done_before_delivery", "refund", ("run.finished",), "reply.single_delivery"),
 )
-
-
-@pytest.fixture(scope="module")
-def base_lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference")) as lab:
-        yield lab
 
 
 def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.Lab:
