@@ -44,7 +44,17 @@ class FaultStep(pydantic.BaseModel):
     params: dict[str, Any] = pydantic.Field(default_factory=dict)
 
     def label(self) -> str:
-        return f"{self.action}@{self.point}#{self.occurrence}"
+        """`kill@run.claimed#1`, with `?name=value&...` when the step has params."""
+        text = f"{self.action}@{self.point}#{self.occurrence}"
+        if self.params:
+            text += "?" + "&".join(
+                f"{name}={_param_text(value)}" for name, value in sorted(self.params.items())
+            )
+        return text
+
+
+def _param_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 class BoundaryHit(Record):
@@ -104,6 +114,7 @@ class TrialHistory(pydantic.BaseModel):
     # Engine-specific durable state read straight from Postgres (reference engine only).
     engine_tables: dict[str, list[dict[str, Any]]] | None = None
     started_at: float = 0.0
+    workers_started_at: float | None = None  # when the first workers had been started
     healed_at: float | None = None  # when the last fault healed (None: no fault)
     finished_at: float | None = None  # when the run was first seen terminal
     ended_at: float = 0.0

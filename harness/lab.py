@@ -37,6 +37,22 @@ class Lab:
         self.toxiproxy_note = toxiproxy_note
         self.forkserver = forkserver
 
+    def with_engine(self, engine: adapter_module.EngineAdapter) -> Lab:
+        """The same Postgres, Toxiproxy and template driving another engine's workers.
+
+        Only for engines that share this engine's schema (variants of it); the fork server
+        is shared when it preloaded what the other engine asks for.
+        """
+        shared = self.forkserver if set(engine.preload) <= set(self.engine.preload) else None
+        return Lab(
+            pg=self.pg,
+            engine=engine,
+            template=self.template,
+            toxiproxy=self.toxiproxy,
+            toxiproxy_note=self.toxiproxy_note,
+            forkserver=shared if engine.preload else None,
+        )
+
     def clone_database(self, name: str) -> str:
         return postgres.templates.clone(self.pg, self.template, name)
 

@@ -31,6 +31,7 @@ HEADER_FIELDS = (
     "run_key",
     "run_id",
     "started_at",
+    "workers_started_at",
     "healed_at",
     "finished_at",
     "ended_at",

@@ -219,6 +219,7 @@ def _execute(
             trial.run_id = run_id
             for _ in range(spec.initial_workers):
                 launcher.start()
+            trial.workers_started_at = time.time()
             _wait_terminal(engine, dsn, trial, server, launcher, spec)
         finally:
             if trigger is not None:

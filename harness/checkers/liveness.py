@@ -39,8 +39,14 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         else:
             failures.append(f"hung: not terminal at the end ({state})")
         return verdict.decide(INVARIANT, failures=failures, notes=notes, passed="")
-    since = history.healed_at if history.healed_at is not None else history.started_at
-    since_what = "the last heal" if history.healed_at is not None else "the start"
+    # The clock starts when the workers do (not while the harness clones a database),
+    # or, after faults, when the last one healed.
+    if history.healed_at is not None:
+        since, since_what = history.healed_at, "the last heal"
+    elif history.workers_started_at is not None:
+        since, since_what = history.workers_started_at, "the workers started"
+    else:
+        since, since_what = history.started_at, "the start"
     finished = history.finished_at
     if finished is None:
         finished = history.ended_at

@@ -33,7 +33,7 @@ REPO = ENGINES.parent.parent.parent
 PLAN_APPLIED = "plan.applied"
 # Trials at once. Worker start-up (a Python process importing openai) dominates a trial and
 # is mostly waiting, so a few trials overlap well even on a small machine.
-JOBS = int(os.environ.get("CRASHCERT_QUALITY_JOBS", "4"))
+JOBS = int(os.environ.get("CRASHCERT_QUALITY_JOBS", "2"))
 BROKEN, REFERENCE, CLEAN = "broken", "reference", "clean"
 
 
@@ -98,13 +98,7 @@ def base_lab() -> Iterator[lab_module.Lab]:
 
 def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.Lab:
     """The shared Postgres, Toxiproxy and template, driving another engine's workers."""
-    return lab_module.Lab(
-        pg=base.pg,
-        engine=engine,
-        template=base.template,
-        toxiproxy=base.toxiproxy,
-        toxiproxy_note=base.toxiproxy_note,
-    )
+    return base.with_engine(engine)
 
 
 def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> trial_module.TrialSpec:

@@ -1,5 +1,6 @@
-"""Broken variant of the reference engine: its fenced transition no longer checks, under
-the run's row lock, that it still holds the lease (owner, epoch, expiry) before COMMIT.
+"""Broken variant of the reference engine: it no longer checks that it still holds the lease
+(owner, epoch, expiry): not under the run's row lock before COMMIT, nor right before an
+external call.
 A paused zombie that wakes up after another worker adopted its run commits anyway wherever
 the SQL itself carries no epoch guard (finishing the run after delivering the reply).
 
@@ -47,8 +48,13 @@ def _transition(
     return mark
 
 
+def _ensure_live(self: store_module.Store, lease: store_module.Lease) -> None:
+    """BROKEN: Store.ensure_live, the check before an external call, does nothing."""
+
+
 def install() -> None:
     store_module.Store._transition = _transition  # type: ignore[method-assign]
+    store_module.Store.ensure_live = _ensure_live  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
