@@ -1,0 +1,112 @@
+"""Units of certification: levels, black-box points, judging a black-box history offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import blackbox, boundaries, errors, history, levels, plan
+from harness.checkers import verdict
+from tests.checkers import builders
+
+PASS, FAIL, INCONCLUSIVE = verdict.Verdict.PASS, verdict.Verdict.FAIL, verdict.Verdict.INCONCLUSIVE
+
+
+def test_levels_nest_and_grant_the_highest_whose_invariants_all_held() -> None:
+    full, crash_safe, at_least_once, _ = levels.LEVELS
+    assert set(at_least_once.requires) < set(crash_safe.requires) < set(full.requires)
+    assert levels.grant(set(full.requires)) is levels.Level.FULL
+    assert levels.grant(set(crash_safe.requires)) is levels.Level.CRASH_SAFE
+    assert levels.grant({"run.liveness", "tool.at_most_once"}) is levels.Level.AT_LEAST_ONCE
+    assert levels.grant(set()) is levels.Level.NONE
+    assert levels.rank(levels.Level.FULL) > levels.rank(levels.Level.CRASH_SAFE)
+    assert levels.parse("crash_safe") is levels.Level.CRASH_SAFE
+
+
+def test_badge_escapes_dashes_for_shields() -> None:
+    assert levels.badge(levels.Level.CRASH_SAFE) == (
+        "![crashcert](https://img.shields.io/badge/crashcert-CRASH--SAFE-yellow)"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["kill@world:tool.effect#1", "kill@world:model.answered#3", "kill@time:+0.35s"],
+)
+def test_black_box_points_parse_as_faults(text: str) -> None:
+    step = plan.parse_fault(text)
+    assert boundaries.is_blackbox_point(step.point)
+    assert plan.parse_fault(step.label()) == step
+
+
+def test_unknown_world_point_is_refused() -> None:
+    with pytest.raises(errors.CrashcertError, match="black box"):
+        plan.parse_fault("kill@world:tool.exploded#1")
+
+
+def world_hit(
+    trial: builders.Trial, point: str, occurrence: int, **detail: object
+) -> history.BoundaryHit:
+    seq, t = trial.tick()
+    hit = history.BoundaryHit(
+        seq=seq, t=t, point=point, occurrence=occurrence, run_id=None, worker_id="w-1", pid=100,
+        detail=dict(detail),
+    )  # fmt: skip
+    trial.events.append(hit)
+    return hit
+
+
+def refund_twice(*, kill_at: str) -> history.TrialHistory:
+    """A black-box engine that starts over after a kill: the refund reaches the world twice."""
+    trial = builders.Trial()
+    trial.model_request(0)
+    trial.tool_request("call_lookup", key="k-lookup-1")
+    trial.model_request(1)
+    trial.tool_request("call_refund", key="k-refund-1")
+    effect = trial.tools[-1]
+    if kill_at == "world":
+        hit = world_hit(trial, "world:tool.effect", 2, tool="refund_order", ledger_seq=effect.seq)
+        trial.fault("kill", at=hit, worker="w-1")
+    else:
+        hit = world_hit(trial, "time:+1.00s", 1)
+        trial.fault("kill", at=hit)
+    trial.model_request(0)
+    trial.tool_request("call_lookup", key="k-lookup-2")
+    trial.model_request(1)
+    trial.tool_request("call_refund", key="k-refund-2")
+    trial.model_request(2)
+    trial.delivery()
+    trial.report("succeeded")
+    trial.finished_at = trial.now
+    return trial.build()
+
+
+def test_world_tool_effect_kill_is_judged_as_tool_returned() -> None:
+    results = {r.invariant: r for r in blackbox.judge(refund_twice(kill_at="world"))}
+    assert results["tool.at_most_once"].verdict is FAIL
+    assert results["tool.same_key"].verdict is FAIL
+    unknown = results["tool.unknown_outcome"]
+    assert unknown.verdict is FAIL, unknown
+    assert "refund_order" in unknown.summary and "tool.returned#1002" in unknown.summary
+    # Needs the engine's own boundaries: never a PASS by default in a black box.
+    assert results["lease.fencing"].verdict is INCONCLUSIVE
+    assert results["model.once_after_decision"].verdict is INCONCLUSIVE
+
+
+def test_time_kill_leaves_unknown_outcome_unproven() -> None:
+    results = {r.invariant: r for r in blackbox.judge(refund_twice(kill_at="time"))}
+    assert results["tool.at_most_once"].verdict is FAIL
+    assert results["tool.unknown_outcome"].verdict is INCONCLUSIVE
+    assert "time kill" in results["tool.unknown_outcome"].summary
+
+
+def test_time_plans_are_seeded_and_inside_the_baseline() -> None:
+    trial = builders.Trial()
+    for turn in range(3):
+        trial.model_request(turn)
+    trial.finished_at = trial.now + 2.0
+    first = blackbox.time_plans(trial.build(), count=3, seed=7)
+    assert first == blackbox.time_plans(trial.build(), count=3, seed=7)
+    assert first != blackbox.time_plans(trial.build(), count=3, seed=8)
+    for steps in first:
+        seconds = boundaries.time_point_seconds(steps[0].point)
+        assert seconds is not None and 0 < seconds < 2.3
