@@ -39,6 +39,8 @@ class Launcher:
         self._count = 0
         self._lock = threading.Lock()
         self.workers = processes.WorkerSet()
+        # Each worker id's DSN (its own proxy), reused when a worker restarts under its id.
+        self._dsns: dict[str, str] = {}
 
     def _next_id(self) -> str:
         with self._lock:
@@ -52,7 +54,9 @@ class Launcher:
                 del env[name]
         env.update(self._engine.worker_env())
         env.update(self._world_env)
-        env["DATABASE_URL"] = self._dsn_for_worker(worker_id)
+        if worker_id not in self._dsns:
+            self._dsns[worker_id] = self._dsn_for_worker(worker_id)
+        env["DATABASE_URL"] = self._dsns[worker_id]
         env["CRASHCERT_WORKER_ID"] = worker_id
         env["CRASHCERT_LEASE_MS"] = str(self._engine.lease_ms)
         env["PYTHONUNBUFFERED"] = "1"
@@ -60,8 +64,9 @@ class Launcher:
             env["CRASHCERT_CONTROL"] = self._control_path
         return env
 
-    def start(self) -> processes.Worker:
-        worker_id = self._next_id()
+    def start(self, *, worker_id: str | None = None) -> processes.Worker:
+        """A new worker process; `worker_id` reuses an id (a restart under the same id)."""
+        worker_id = worker_id or self._next_id()
         worker = processes.Worker(
             worker_id,
             self._engine.worker_command(),

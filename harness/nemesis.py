@@ -113,6 +113,8 @@ class Nemesis:
             assert worker is not None
             worker.kill()
             self._record("kill", step, hit, ok=True, note=f"SIGKILL process group {worker.pgid}")
+            if step.params.get("same_worker_id"):
+                self._restart_same_id(step, hit, worker)
             if not self._launcher.workers.alive():
                 self._launcher.start()  # the pool is empty: a fresh worker, as a supervisor would
         elif step.action == "pause":
@@ -133,6 +135,18 @@ class Nemesis:
                 step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=before
             )
             self._schedule(heal_after, self._healer(step, hit, heal, before), "heal")
+
+    def _restart_same_id(
+        self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any
+    ) -> None:
+        """A supervisor that restarts the killed process under the same worker id."""
+        try:
+            again = self._launcher.start(worker_id=worker.worker_id)
+        except errors.CrashcertError as error:
+            self._record("restart", step, hit, ok=False, note=f"restart failed: {error}")
+            return
+        note = f"restarted as pid {again.pid} with the same worker id"
+        self._record("restart", step, hit, ok=True, note=note)
 
     def _pause(self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         worker.pause()

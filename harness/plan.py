@@ -13,7 +13,8 @@ from typing import Any
 from harness import boundaries, errors, history
 
 FAULT_SYNTAX = re.compile(
-    r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?$"
+    r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?"
+    r"(\?(?P<params>[a-z_]+=[A-Za-z0-9_.-]+(&[a-z_]+=[A-Za-z0-9_.-]+)*))?$"
 )
 MATRIX_FAULTS = (
     "kill",
@@ -31,11 +32,15 @@ HOLDS_LEASE_UNTIL = "run.finished"
 
 
 def parse_fault(text: str) -> history.FaultStep:
-    """`kill@tools.pending#1` -> FaultStep(kill, tools.pending, 1)."""
+    """`kill@tools.pending#1` -> FaultStep(kill, tools.pending, 1).
+
+    Params follow a `?`: `kill@run.claimed#1?same_worker_id=true`, `db_cut@...?heal_after_s=2`.
+    """
     match = FAULT_SYNTAX.match(text.strip())
     if not match:
         raise errors.CrashcertError(
-            f"bad fault {text!r}: expected ACTION@POINT[#OCCURRENCE], e.g. kill@tools.pending#1"
+            f"bad fault {text!r}: expected ACTION@POINT[#OCCURRENCE][?NAME=VALUE&...], "
+            "e.g. kill@tools.pending#1"
         )
     point = match["point"]
     if not (boundaries.is_known(point) or boundaries.is_blackbox_point(point)):
@@ -49,9 +54,29 @@ def parse_fault(text: str) -> history.FaultStep:
             action=match["action"],  # type: ignore[arg-type]
             point=point,
             occurrence=int(match["occurrence"] or 1),
+            params=_params(match["params"]),
         )
     except ValueError as error:
         raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+
+
+def _params(text: str | None) -> dict[str, Any]:
+    """`same_worker_id=true&heal_after_s=2.5` -> {"same_worker_id": True, "heal_after_s": 2.5}."""
+    params: dict[str, Any] = {}
+    for item in text.split("&") if text else []:
+        name, _, raw = item.partition("=")
+        value: Any = raw
+        if raw in ("true", "false"):
+            value = raw == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(raw)
+                    break
+                except ValueError:
+                    continue
+        params[name] = value
+    return params
 
 
 def baseline_trace(trial: history.TrialHistory) -> list[tuple[str, int]]:

@@ -160,7 +160,7 @@ def parse_step(label: str | None) -> tuple[str, str, int] | None:
     """`kill@tools.pending:before_commit#2` -> ("kill", "tools.pending:before_commit", 2)."""
     if not label or "@" not in label or "#" not in label:
         return None
-    head, _, occurrence = label.rpartition("#")
+    head, _, occurrence = label.partition("?")[0].rpartition("#")
     action, _, point = head.partition("@")
     try:
         return action, point, int(occurrence)
