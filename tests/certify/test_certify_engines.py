@@ -86,10 +86,13 @@ def test_resend_reply_is_caught_by_single_delivery(
     json.dumps(document)  # serialisable as written by --json
 
 
-def test_recall_model_is_crash_safe_but_not_full(
+def test_recall_model_is_caught_by_once_after_decision(
     base_lab: lab_module.Lab, tmp_path: pathlib.Path
 ) -> None:
     cert = run(base_lab, QUALITY / "recall_model.yaml", "refund", ["tools.pending"], tmp_path)
-    assert cert.level is levels.Level.CRASH_SAFE, explain(cert)
+    assert levels.rank(cert.level) < levels.rank(levels.Level.FULL), explain(cert)
     assert "model.once_after_decision" not in cert.held
-    assert cert.verdict_of("model.once_after_decision").value == "FAIL"
+    assert cert.verdict_of("model.once_after_decision").value == "FAIL", explain(cert)
+    # The refund itself is never repeated: the effects stay safe.
+    assert cert.verdict_of("tool.at_most_once").value == "PASS", explain(cert)
+    assert "model.once_after_decision FAIL" in certify.to_markdown(cert)
