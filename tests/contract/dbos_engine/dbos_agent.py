@@ -7,12 +7,14 @@ between its effect and that record runs again on recovery (steps are at-least-on
 
     python dbos_agent.py migrate | worker | submit | status RUN_ID
 
-Variants (env DBOS_AGENT_KEYS in the description file):
+Variants (env DBOS_AGENT_KEYS and DBOS_AGENT_BUDGET in the description files):
 - `random`: each tool/reply attempt sends a fresh idempotency key (what a step that makes
   its own HTTP call does by default);
 - `derived`: keys derived from the workflow id and the step (`<run>:<call id>`,
   `<run>:reply`); a tool that cannot honour keys but can be queried, and the reply sink,
-  are asked by key before a repeat.
+  are asked by key before a repeat;
+- `DBOS_AGENT_BUDGET=reserve` (dbos_engine_reserved.yaml): each model attempt is counted in
+  a table before its request leaves, so an answer lost in a crash is still billed.
 
 Workers: DBOS executor id = CRASHCERT_WORKER_ID; each worker heartbeats into a table and
 recovers (re-enqueues) the PENDING workflows of executors whose heartbeat is older than
@@ -39,9 +41,13 @@ VERSION = "crashcert-1"
 QUEUE = "agent"
 LEASE_S = int(os.environ.get("CRASHCERT_LEASE_MS", "1000")) / 1000
 KEYS = os.environ.get("DBOS_AGENT_KEYS", "random")
+# `reserve`: count each model attempt in a table before the request leaves, so an answer
+# lost in a crash is still billed as an iteration; `steps`: count recorded steps only.
+BUDGET = os.environ.get("DBOS_AGENT_BUDGET", "steps")
 TABLES = """
 CREATE TABLE IF NOT EXISTS agent_heartbeats (executor_id text PRIMARY KEY, seen timestamptz);
 CREATE TABLE IF NOT EXISTS agent_reports (run_id text PRIMARY KEY, report jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS agent_budget (run_id text PRIMARY KEY, iterations int NOT NULL);
 """
 
 
@@ -92,6 +98,13 @@ def define_workflow(DBOS: Any) -> Any:
     @DBOS.step()
     def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+        if BUDGET == "reserve":
+            with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as db:
+                db.execute(
+                    "INSERT INTO agent_budget VALUES (%s, 1) ON CONFLICT (run_id) "
+                    "DO UPDATE SET iterations = agent_budget.iterations + 1",
+                    (DBOS.workflow_id,),
+                )
         status, answer = http(url, {"model": "crashcert", "messages": messages, "tools": tools})
         if status != 200:
             raise RuntimeError(f"model answered {status}: {answer}")
@@ -126,6 +139,12 @@ def define_workflow(DBOS: Any) -> Any:
     @DBOS.step()
     def save_report(report: dict[str, Any]) -> None:
         with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as db:
+            reserved = db.execute(
+                "SELECT iterations FROM agent_budget WHERE run_id = %s", (report["run_id"],)
+            ).fetchone()
+            if reserved and "budget" in report:
+                iterations = report["budget"]["iterations"]
+                iterations["used"] = max(iterations["used"], reserved[0])
             db.execute(
                 "INSERT INTO agent_reports (run_id, report) VALUES (%s, %s) "
                 "ON CONFLICT (run_id) DO UPDATE SET report = excluded.report",
