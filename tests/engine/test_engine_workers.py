@@ -393,24 +393,21 @@ def test_frontier_without_its_audit_rows_fails_closed(
 def test_sigterm_releases_the_lease_and_exits_zero(
     engine: fix_engine.Engine, make_world: fix_world.MakeWorld
 ) -> None:
-    world = make_world(refund(behaviour={"result": {"refund_id": "rf"}, "latency_ms": 1000}))
+    gate = Gate("refund_order")
+    world = make_world(refund(), hooks=hooks_module.WorldHooks(tool_effect_applied=gate))
     run_id = engine.submit(fix_engine.run_input(world))
     worker = engine.start_worker(world, worker_id="w-term")
-    fix_world.wait_for(
-        lambda: any(
-            c.state == "started" and c.name == "refund_order"
-            for c in report(engine, run_id).tool_calls
-        ),
-        timeout=DEADLINE_S,
-        what="refund started",
-    )
-    worker.terminate()  # SIGTERM to the worker itself
+    fix_world.wait_for(gate.reached.is_set, timeout=DEADLINE_S, what="refund applied")
+    worker.terminate()  # SIGTERM while the refund is in flight
+    gate.release.set()
     assert worker.wait(timeout=DEADLINE_S) == 0
     current = report(engine, run_id)
+    # the transition in progress was finished (refund settled), then the lease released
     assert current.status == "pending" and current.tool_calls[-1].state == "succeeded"
     engine.start_worker(world)
     assert wait_status(engine, run_id).status == "succeeded"
     assert len(world.snapshot().tool_effects("refund_order")) == 1
+    assert world.snapshot().tool_queries() == []
 
 
 def test_submit_rejects_bad_input_without_storing(engine: fix_engine.Engine) -> None:
