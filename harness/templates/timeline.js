@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
-  var LANE_H = 30, LABEL_W = 170, MARGIN_R = 40, AXIS_H = 22, MIN_W = 720, PX_PER_EVENT = 14;
+  var LANE_H = 30, LABEL_W = 170, MARGIN_R = 40, AXIS_H = 22, MIN_W = 720, PX_PER_EVENT = 16;
 
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
@@ -29,20 +29,29 @@
     var data = JSON.parse(section.querySelector("script.trial-data").textContent);
     var box = section.querySelector(".timeline");
     var detail = section.querySelector(".event-detail");
-    var count = data.lanes.reduce(function (n, lane) { return n + lane.events.length; }, 0);
-    var width = Math.max(MIN_W, Math.min(6000, count * PX_PER_EVENT)) + LABEL_W + MARGIN_R;
+    // Events are spaced by order, not by wall time: a crash trace packs dozens of records
+    // into milliseconds and then waits seconds for a lease. Time is on the axis and in tooltips.
+    var all = [];
+    data.lanes.forEach(function (lane) { lane.events.forEach(function (e) { all.push(e); }); });
+    all.sort(function (a, b) { return a.t - b.t || a.seq - b.seq; });
+    all.forEach(function (event, index) { event.rank = index; });
+    var width = LABEL_W + MARGIN_R + Math.max(MIN_W, all.length * PX_PER_EVENT);
     var height = AXIS_H + data.lanes.length * LANE_H;
-    var span = data.t1 - data.t0;
     var plot = width - LABEL_W - MARGIN_R;
-    function xOf(t) { return LABEL_W + (t - data.t0) / span * plot; }
+    function xOf(rank) { return LABEL_W + (rank + 0.5) * plot / Math.max(1, all.length); }
+    function rankOf(t) {  // where a moment falls among the events (for the heal/finish lines)
+      var rank = 0;
+      while (rank < all.length && all[rank].t < t) { rank += 1; }
+      return rank - 0.5;
+    }
 
     var svg = el("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height,
                          role: "img", "class": "timeline-svg"});
     var axis = el("g", {"class": "axis"}, svg);
-    for (var i = 0; i <= 10; i++) {
-      var t = data.t0 + span * i / 10;
-      var text = el("text", {x: xOf(t), y: 14, "text-anchor": "middle"}, axis);
-      text.textContent = "+" + (t - data.t0).toFixed(2) + "s";
+    var step = Math.max(1, Math.ceil(all.length / 12));
+    for (var i = 0; i < all.length; i += step) {
+      var text = el("text", {x: xOf(i), y: 14, "text-anchor": "middle"}, axis);
+      text.textContent = "+" + (all[i].t - data.t0).toFixed(2) + "s";
     }
     var lanes = el("g", {"class": "lanes"}, svg);
     data.lanes.forEach(function (lane, index) {
@@ -52,7 +61,7 @@
       var label = el("text", {"class": "lane-label", x: 6, y: mid + 4}, g);
       label.textContent = lane.label;
       lane.events.forEach(function (event) {
-        var x = xOf(event.t);
+        var x = xOf(event.rank);
         var group = el("g", {"class": event.classes.join(" "), "data-seq": event.seq,
                              "data-label": event.label, tabindex: 0}, g);
         shape(group, event, x, mid);
@@ -70,7 +79,8 @@
     [["healed_at", "heal-line"], ["finished_at", "finish-line"]].forEach(function (pair) {
       var t = data[pair[0]];
       if (typeof t === "number" && t >= data.t0 && t <= data.t1) {
-        el("line", {"class": pair[1], x1: xOf(t), x2: xOf(t), y1: AXIS_H, y2: height}, svg);
+        var x = xOf(rankOf(t));
+        el("line", {"class": pair[1], x1: x, x2: x, y1: AXIS_H, y2: height}, svg);
       }
     });
     box.appendChild(svg);
@@ -118,5 +128,15 @@
       section.insertBefore(note, section.querySelector(".timeline"));
     }
   });
+  // A link to a trial folded away in the matrix page unfolds it.
+  function reveal() {
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    if (!target) { return; }
+    var box = target.closest("details");
+    if (box) { box.open = true; }
+    target.scrollIntoView();
+  }
+  window.addEventListener("hashchange", reveal);
+  reveal();
   document.body.setAttribute("data-rendered", failures ? "failed" : "true");
 })();
