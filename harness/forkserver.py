@@ -41,11 +41,29 @@ def _reap(signum: int, frame: object) -> None:
         _exits[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _child(request: dict[str, Any], channel: tuple[int, int]) -> None:
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the fork server dies (it dies with the harness),
+    so a harness that is itself killed leaves no worker behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the server died before prctl took effect
+        os._exit(1)
+
+
+def _child(request: dict[str, Any], channel: tuple[int, int], ready: int) -> None:
     """In the forked child: become a fresh worker process, then run the module."""
     for fd in channel:
         os.close(fd)
     os.setsid()  # own session and process group: the harness kills the group
+    _die_with_parent()
+    os.write(ready, b"1")  # only now may the harness signal our group
+    os.close(ready)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -91,9 +109,14 @@ def serve(preload: list[str]) -> None:
     for line in requests:
         message = json.loads(line)
         if "spawn" in message:
+            ready_read, ready_write = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(message["spawn"], channel)
+                os.close(ready_read)
+                _child(message["spawn"], channel, ready_write)
+            os.close(ready_write)
+            os.read(ready_read, 1)  # the child is its own process group before we answer
+            os.close(ready_read)
             replies.write(json.dumps({"pid": pid}) + "\n")
         elif "status" in message:
             replies.write(json.dumps({"returncode": _exits.get(int(message["status"]))}) + "\n")

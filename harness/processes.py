@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import psutil
 
 from harness import errors, spawner
+from harness.postgres import reaper
 
 DEATH_TIMEOUT_S = 5.0
 TERM_GRACE_S = 2.0
@@ -48,6 +49,8 @@ class Worker:
             self.process = self._exec(command, env, cwd)
         self.pid = self.process.pid
         self.pgid = self.pid
+        # Ctrl-C, SIGTERM or an exception in the harness must not leave workers behind.
+        self._reaper_key = reaper.register(self._kill_at_exit)
         self.killed = False
         self.paused = False
         self.replaced = False  # a crashed worker the harness already replaced
@@ -135,6 +138,10 @@ class Worker:
                     self._signal_group(signal.SIGKILL)
             self.reap(timeout=DEATH_TIMEOUT_S)
 
+    def _kill_at_exit(self) -> None:
+        self._signal_group(signal.SIGCONT)
+        self._signal_group(signal.SIGKILL)
+
     def reap(self, *, timeout: float) -> None:
         try:
             self.process.wait(timeout)
@@ -150,6 +157,7 @@ class Worker:
             except psutil.Error:
                 pass
         psutil.wait_procs(alive, timeout=timeout)
+        reaper.unregister(self._reaper_key)
         if not self._log.closed:
             self._log.close()
 

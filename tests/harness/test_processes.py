@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import psutil
@@ -132,3 +133,54 @@ def test_forked_worker_exit_code_and_log(tmp_path):
         assert "hello from ['a', 'b']" in worker.log_path.read_text()
     finally:
         server.close()
+
+
+# A stand-in harness: starts one exec'd and one forked worker, prints their pids, waits.
+HARNESS = """
+import os, pathlib, sys, time
+from harness import processes, spawner
+log_dir = pathlib.Path(sys.argv[1])
+server = spawner.ForkServer([])
+pathlib.Path(log_dir, 'sleeper.py').write_text('import time\\ntime.sleep(600)\\n')
+env = {'PATH': os.environ['PATH']}
+execd = processes.Worker('e', [sys.executable, '-c', 'import time; time.sleep(600)'],
+                         env=env, log_dir=log_dir)
+forked = processes.Worker('f', [sys.executable, '-m', 'sleeper'], env=env, log_dir=log_dir,
+                          cwd=str(log_dir), forkserver=server)
+print(execd.pid, forked.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _harness_pids(tmp_path):
+    harness = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert harness.stdout is not None
+    execd, forked = (int(pid) for pid in harness.stdout.readline().split())
+    return harness, execd, forked
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_terminated_harness_leaves_no_worker(tmp_path):
+    harness, execd, forked = _harness_pids(tmp_path)
+    harness.terminate()
+    harness.wait(10)
+    assert processes.wait_until(lambda: _gone(execd) and _gone(forked), timeout=10)
+
+
+def test_a_killed_harness_leaves_no_forked_worker(tmp_path):
+    harness, execd, forked = _harness_pids(tmp_path)
+    harness.kill()
+    harness.wait(10)
+    try:
+        # The fork server sees its stdin close and exits; its children die with it.
+        assert processes.wait_until(lambda: _gone(forked), timeout=10)
+    finally:
+        os.kill(execd, 9)  # exec'd workers outlive a SIGKILLed harness (documented)
