@@ -470,3 +470,43 @@ def test_kill_after_the_sink_took_the_reply_never_delivers_twice(
     assert len(world.snapshot().deliveries()) == 1
     assert [q.status_code for q in world.snapshot().reply_queries()] == [200 if queryable else 405]
     assert final.delivery.state == ("delivered" if queryable else "uncertain")
+
+
+def test_reconcile_command_recovers_an_abandoned_lease(
+    engine: fix_engine.Engine, make_world: fix_world.MakeWorld
+) -> None:
+    world = make_world(ONE_TURN)
+    run_id = engine.submit(fix_engine.run_input(world))
+    lease = engine.store().claim("w-vanished", 100)  # claimed, then never heard of again
+    assert lease is not None and lease.run_id == run_id
+
+    def reconciled() -> bool:
+        return bool(engine.cli("reconcile", "--once")["reconciled"])
+
+    fix_world.wait_for(reconciled, timeout=DEADLINE_S, what="abandoned lease reconciled")
+    assert report(engine, run_id).status == "pending"
+    engine.start_worker(world)
+    assert wait_status(engine, run_id).status == "succeeded"
+
+
+def test_redaction_keeps_prompts_and_outputs_out_of_the_event_trail(
+    engine: fix_engine.Engine, make_world: fix_world.MakeWorld
+) -> None:
+    world = make_world(refund())
+    run_id = engine.submit(fix_engine.run_input(world))
+    engine.start_worker(world, CRASHCERT_REDACT="1")
+    assert wait_status(engine, run_id).status == "succeeded"
+    trail = json.dumps([data for _, _, data in events(engine.dsn, run_id)])
+    assert "refunded in full" not in trail and "rf-1" not in trail
+    assert '"redacted": true' in trail
+    # the durable rows keep the full bodies; only the trail is redacted
+    assert "rf-1" in json.dumps(engine.export(run_id)["tool_calls"])
+
+
+def test_submit_is_idempotent_on_the_run_key(
+    engine: fix_engine.Engine, make_world: fix_world.MakeWorld
+) -> None:
+    run_input = fix_engine.run_input(make_world(ONE_TURN))
+    first = engine.cli("submit", "--input", "-", stdin=json.dumps(run_input))
+    again = engine.cli("submit", "--input", "-", stdin=json.dumps(run_input))
+    assert first["run_id"] == again["run_id"] and first["created"] and not again["created"]
