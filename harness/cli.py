@@ -470,7 +470,7 @@ def certify(
             f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
         )
     point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
-    known = {*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME}
+    known = [*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     bad_points = [p for p in point_names if p not in known]
     if bad_points:
         raise errors.CrashcertError(f"unknown points {bad_points}; known: {', '.join(known)}")
