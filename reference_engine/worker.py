@@ -9,6 +9,7 @@ releases the lease (the run is pending and available at once) and exits 0.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import logging
 import signal
@@ -120,7 +121,7 @@ class Worker:
         self.services.close()
         self.model.close()
 
-    def _db_backoff(self) -> Any:
+    def _db_backoff(self) -> collections.abc.Iterator[float]:
         first, cap = self.settings.backoff_ms / 1000.0, self.settings.max_backoff_ms / 1000.0
         current = first
         while True:
