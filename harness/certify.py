@@ -104,14 +104,12 @@ class Certification:
         return [t for t in self.trials if f"{t.mode}:{t.fault_class}" == name]
 
     def failing(self) -> list[CertTrial]:
-        """Trials where some invariant did not PASS (plan.applied excluded)."""
+        """Trials where some invariant FAILed or ERRORed (INCONCLUSIVE shows in the table)."""
+        bad = (Verdict.FAIL, Verdict.ERROR)
         return [
             t
             for t in self.trials
-            if any(
-                r.verdict is not Verdict.PASS and r.invariant in self.invariants
-                for r in t.outcome.results
-            )
+            if any(r.verdict in bad and r.invariant in self.invariants for r in t.outcome.results)
         ]
 
     @property
@@ -297,7 +295,7 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s)"
     )
     for trial in cert.failing():
-        bad = [r for r in trial.outcome.results if r.verdict is not Verdict.PASS]
+        bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
         console.print(
             f"  [{trial.mode}] {trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: "
             + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
@@ -410,7 +408,7 @@ def to_markdown(cert: Certification) -> str:
     if failing:
         lines += ["", "## Failing cases", ""]
         for trial in failing:
-            bad = [r for r in trial.outcome.results if r.verdict is not Verdict.PASS]
+            bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
             first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
             lines.append(
                 f"- [{trial.mode}] {trial.outcome.spec.scenario.name} "
