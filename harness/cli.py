@@ -305,6 +305,48 @@ def schema(which: str) -> None:
     click.echo(json.dumps(models[which].model_json_schema(), indent=2))
 
 
+@main.command()
+@_engine_option
+@click.option("--scenario", "scenario_name", default="refund", show_default=True)
+@click.option("--runs", default=500, show_default=True)
+@click.option("--workers", default=4, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--storm-s", default=120.0, show_default=True, help="How long faults rain.")
+@click.option("--pg-restarts", default=2, show_default=True)
+@click.option("--out", default=None)
+@_pg_option
+def soak(
+    engine_ref: str,
+    scenario_name: str,
+    runs: int,
+    workers: int,
+    seed: int,
+    storm_s: float,
+    pg_restarts: int,
+    out: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Many runs, several workers, a seeded storm of kills, pauses, cuts and restarts."""
+    from harness import soak as soak_module
+
+    engine = commands.find(engine_ref)
+    scenario = scenario_module.find(scenario_name)
+    console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        result = soak_module.run_soak(
+            lab,
+            scenario,
+            runs=runs,
+            workers=workers,
+            seed=seed,
+            storm_s=storm_s,
+            pg_restarts=pg_restarts,
+            out_dir=_out_dir(out),
+        )
+    console.print(result.summary())
+    sys.exit(result.verdict.exit_code)
+
+
 def entry() -> None:
     try:
         main(standalone_mode=False)

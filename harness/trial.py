@@ -265,7 +265,12 @@ def _wait_terminal(
             trial.finished_at = hit.t
             break
         _restart_crashed_workers(launcher)
-        report = engine.report(dsn, run_id)
+        try:
+            report = engine.report(dsn, run_id)
+        except errors.CrashcertError as error:
+            # Postgres may be down on purpose (a restart not yet healed): not yet, not broken.
+            log.info("run report unavailable, asking again: %s", error)
+            continue
         trial.reports.append(report)
         if report.terminal:
             trial.finished_at = time.time()
