@@ -21,6 +21,25 @@ case "$command" in
     *) usage ;;
 esac
 
+# System packages a fresh Debian/Ubuntu machine may lack; installed only where we can
+# (root with apt-get), otherwise the tests that need them say so.
+apt_install() {
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "bootstrap: apt-get install $*" >&2
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    else
+        echo "bootstrap: please install: $* (not root, or no apt-get)" >&2
+        return 1
+    fi
+}
+if ! command -v pg_config >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    apt_install postgresql || true
+fi
+if [[ $command == test ]] && ! command -v chromium >/dev/null 2>&1; then
+    # The timeline report is checked in a real headless browser.
+    apt_install chromium || true
+fi
+
 python=${PYTHON:-python3}
 venv=.venv
 stamp=$venv/.crashcert-installed
@@ -38,6 +57,7 @@ fi
 
 if [[ ${CI:-} == "true" ]]; then
     export CRASHCERT_REQUIRE_TOXIPROXY=1
+    export CRASHCERT_REQUIRE_CHROMIUM=1
 fi
 
 if toxiproxy=$("$venv/bin/python" -m harness.toxiproxy_server build); then
