@@ -22,7 +22,11 @@ class Heartbeat:
         self.lease_ms = lease_ms
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._store = store_module.Store(dsn, application_name=f"heartbeat {lease.worker_id}")
+        self._store = store_module.Store(
+            dsn,
+            application_name=f"heartbeat {lease.worker_id}",
+            idle_in_transaction_ms=max(2 * lease_ms, 1000),
+        )
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> Heartbeat:

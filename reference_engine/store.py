@@ -185,21 +185,18 @@ class Store:
             payload = redact_module.redact(payload)
         # buffered and written in one pipelined batch just before COMMIT (see _tx)
         self._events.append(
-            _adapt(
-                {
-                    "run_id": run_id,
-                    "kind": kind,
-                    "worker_id": worker_id,
-                    "lease_epoch": lease_epoch,
-                    "data": payload,
-                }
-            )
+            {
+                "run_id": run_id,
+                "kind": kind,
+                "worker_id": worker_id,
+                "lease_epoch": lease_epoch,
+                "data": payload,
+            }
         )
 
     def _flush_events(self, conn: psycopg.Connection[Row]) -> None:
         if self._events:
-            with conn.cursor() as cursor:
-                cursor.executemany(sqlfile.query("insert_event"), self._events)
+            self._all(conn, "insert_events", events=list(self._events))
             self._events.clear()
 
     @contextlib.contextmanager
@@ -357,7 +354,8 @@ class Store:
         return lease
 
     def extend_lease(self, lease: Lease, lease_ms: int) -> bool:
-        with self._tx() as conn:
+        conn = self.connect()
+        with self._classified():
             row = self._one(
                 conn,
                 "extend_lease",
@@ -366,14 +364,6 @@ class Store:
                 lease_epoch=lease.epoch,
                 lease_ms=lease_ms,
             )
-            if row is not None:
-                self._event(
-                    conn,
-                    lease.run_id,
-                    "run.lease_extended",
-                    worker_id=lease.worker_id,
-                    lease_epoch=lease.epoch,
-                )
         return row is not None
 
     # -- loading -------------------------------------------------------------------------

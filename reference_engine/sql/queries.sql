@@ -15,9 +15,14 @@ SELECT id FROM runs WHERE run_key = %(run_key)s;
 INSERT INTO frontiers (run_id, version, phase, checkpoint, checkpoint_version)
 VALUES (%(run_id)s, 1, %(phase)s, %(checkpoint)s, %(checkpoint_version)s);
 
--- name: insert_event
+-- name: insert_events
+-- A transaction's events in one statement, in the order they happened. (Not executemany:
+-- its pipeline leaves idle_in_transaction_session_timeout unarmed.)
 INSERT INTO events (run_id, kind, worker_id, lease_epoch, data)
-VALUES (%(run_id)s, %(kind)s, %(worker_id)s, %(lease_epoch)s, %(data)s);
+SELECT (e->>'run_id')::uuid, e->>'kind', e->>'worker_id', (e->>'lease_epoch')::bigint,
+       e->'data'
+FROM jsonb_array_elements(%(events)s) WITH ORDINALITY AS t(e, n)
+ORDER BY n;
 
 -- name: claim_run
 -- One claim per transaction; SKIP LOCKED spreads workers over runs without waiting.
@@ -40,11 +45,17 @@ WHERE r.id = candidate.id
 RETURNING r.id, r.lease_epoch, r.attempts;
 
 -- name: extend_lease
-UPDATE runs
-SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_ms)s / 1000.0)
-WHERE id = %(run_id)s AND status = 'running' AND lease_owner = %(worker_id)s
-  AND lease_epoch = %(lease_epoch)s AND lease_expires_at > clock_timestamp()
-RETURNING lease_expires_at;
+-- One autocommit statement: a heartbeat never leaves a transaction open on the run row.
+WITH extended AS (
+    UPDATE runs
+    SET lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_ms)s / 1000.0)
+    WHERE id = %(run_id)s AND status = 'running' AND lease_owner = %(worker_id)s
+      AND lease_epoch = %(lease_epoch)s AND lease_expires_at > clock_timestamp()
+    RETURNING id, lease_epoch
+)
+INSERT INTO events (run_id, kind, worker_id, lease_epoch)
+SELECT id, 'run.lease_extended', %(worker_id)s, lease_epoch FROM extended
+RETURNING run_id;
 
 -- name: lock_run
 SELECT id, status, lease_owner, lease_epoch, cancel_requested_at IS NOT NULL AS cancel_requested,

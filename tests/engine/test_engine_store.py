@@ -385,3 +385,31 @@ def test_every_terminal_status_can_be_recorded_with_its_event(
     assert store.load(run_id).status == status
     kinds = [r[0] for r in sql(engine_db, "SELECT kind FROM events WHERE run_id = %s", run_id)]
     assert f"run.{status}" in kinds
+
+
+def test_a_transaction_stopped_at_before_commit_is_ended_by_the_server(engine_db: str) -> None:
+    """A worker SIGSTOPped inside a transaction must not hold its run row forever: the
+    server's idle-in-transaction timeout ends the session and nothing commits."""
+    reporter = SlowReporter(pause_s=2.0)
+    store = store_module.Store(engine_db, reporter=reporter, idle_in_transaction_ms=500)
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    run = store.load(run_id)
+    with pytest.raises(errors.DatabaseUnavailable, match="25P03"):
+        store.open_model_call(
+            lease,
+            expected_version=1,
+            point=decide.validated(run),
+            call_id=str(uuid.uuid4()),
+            turn=0,
+            attempt=1,
+            interrupt=(),
+        )
+    after = store.load(run_id)  # reconnects by itself
+    assert (after.phase, after.frontier_version, after.budget.iterations_used) == (
+        "model_ready",
+        1,
+        0,
+    )
+    store.close()
