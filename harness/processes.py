@@ -185,8 +185,9 @@ class WorkerSet:
             return self._by_pid.get(pid or -1)
 
     def all(self) -> list[Worker]:
+        """Every worker ever started, also one whose id a restart reused."""
         with self._lock:
-            return list(self._workers.values())
+            return list(self._by_pid.values())
 
     def alive(self) -> list[Worker]:
         return [worker for worker in self.all() if worker.alive]
