@@ -42,8 +42,12 @@ BEFORE_COMMIT_SUFFIX = ":before_commit"
 MODEL_WINDOW: frozenset[str] = frozenset({"model.pending", "model.returned"})
 # Boundaries inside a tool-execution window: the tool's outcome is not recorded yet.
 TOOL_WINDOW: frozenset[str] = frozenset({"tool.started", "tool.returned"})
-# Boundaries inside the delivery window: the reply may or may not have reached the sink.
-DELIVERY_WINDOW: frozenset[str] = frozenset({"reply.sending", "reply.sent"})
+# Points inside the delivery window: the reply may or may not have reached the sink, and
+# no delivery is recorded yet. The window closes when the transaction recording the
+# delivery (the terminal one) commits, so its :before_commit point is still inside.
+DELIVERY_WINDOW: frozenset[str] = frozenset(
+    {"reply.sending", "reply.sent", "run.finished" + BEFORE_COMMIT_SUFFIX}
+)
 
 
 def all_points() -> list[str]:

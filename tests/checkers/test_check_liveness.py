@@ -78,6 +78,35 @@ def test_uncertain_delivery_is_accepted_after_a_fault_in_the_delivery_window() -
     )
 
 
+def test_uncertain_delivery_is_accepted_after_a_kill_before_the_delivery_is_recorded() -> None:
+    # The sink took the reply (reply.sent), then the worker died before the transaction
+    # recording the delivery committed: without query-by-key nobody can know it arrived.
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    trial.model_turn(2)
+    trial.checkpoint("reply.sending", None)
+    trial.hit("reply.sent")
+    held = trial.hit("run.finished:before_commit")
+    builders.kill(trial, held)
+    trial.claim("w-2")
+    trial.finish("delivery_uncertain")
+    result = liveness.check(trial.build())
+    assert result.verdict is V.PASS, builders.evidence(result)
+
+
+def test_uncertain_delivery_after_a_kill_before_sending_began_fails() -> None:
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    trial.model_turn(2)
+    held = trial.hit("reply.sending:before_commit")
+    builders.kill(trial, held)
+    trial.claim("w-2")
+    trial.finish("delivery_uncertain")
+    assert liveness.check(trial.build()).verdict is V.FAIL
+
+
 def test_uncertain_delivery_without_a_delivery_fault_fails() -> None:
     trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
     builders.first_round(trial)
