@@ -118,20 +118,20 @@ class Worker:
     def request_stop(self) -> None:
         """SIGTERM without waiting (terminate() waits)."""
         with self._lock:
-            if self.alive:
-                self._remember_descendants()
-                if self.paused:
-                    self._signal_group(signal.SIGCONT)
-                self._signal_group(signal.SIGTERM)
+            self._sigterm()
+
+    def _sigterm(self) -> None:
+        if self.alive:
+            self._remember_descendants()
+            if self.paused:
+                self._signal_group(signal.SIGCONT)  # a stopped process cannot act on TERM
+            self._signal_group(signal.SIGTERM)
 
     def terminate(self) -> None:
         """SIGTERM (graceful), SIGKILL after a grace period."""
         with self._lock:
             if self.alive:
-                self._remember_descendants()
-                if self.paused:
-                    self._signal_group(signal.SIGCONT)
-                self._signal_group(signal.SIGTERM)
+                self._sigterm()
                 try:
                     self.process.wait(TERM_GRACE_S)
                 except subprocess.TimeoutExpired:

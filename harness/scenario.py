@@ -13,9 +13,8 @@ import pathlib
 from typing import Any, Literal
 
 import pydantic
-import yaml
 
-from harness import errors
+from harness import errors, validation
 
 RUN_KEY_PLACEHOLDER = "{run}"
 TERMINAL_STATUSES = frozenset(
@@ -209,30 +208,13 @@ def substitute_run_key(value: Any, run_key: str) -> Any:
     return value
 
 
-def _describe(error: pydantic.ValidationError) -> str:
-    lines = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"{where}: {item['msg']}")
-    return "; ".join(lines)
-
-
 def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
-    try:
-        return Scenario.model_validate(data)
-    except pydantic.ValidationError as error:
-        raise errors.CrashcertError(f"{source}: invalid scenario: {_describe(error)}") from None
+    return validation.parse(Scenario, data, source=source, what="scenario")
 
 
 def load(path: str | pathlib.Path) -> Scenario:
     path = pathlib.Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read scenario: {error}") from None
-    except yaml.YAMLError as error:
-        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
-    return parse(data, source=str(path))
+    return parse(validation.read_yaml(path, what="scenario"), source=str(path))
 
 
 def bundled_dir() -> pathlib.Path:

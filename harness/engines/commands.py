@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
-import yaml
 
 from harness import boundaries as boundaries_module
-from harness import errors, run_report
+from harness import errors, run_report, validation
 
 COMMAND_TIMEOUT_S = 60.0
 
@@ -194,20 +193,10 @@ def _call(engine: str, what: str, function: Any, *args: Any) -> Any:
 
 def load(path: str | pathlib.Path) -> CommandEngine:
     path = pathlib.Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read engine description: {error}") from None
-    except yaml.YAMLError as error:
-        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
-    try:
-        description = EngineDescription.model_validate(data)
-    except pydantic.ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc']) or '(top level)'}: {item['msg']}"
-            for item in error.errors()
-        )
-        raise errors.CrashcertError(f"{path}: invalid engine description: {problems}") from None
+    data = validation.read_yaml(path, what="engine description")
+    description = validation.parse(
+        EngineDescription, data, source=str(path), what="engine description"
+    )
     return CommandEngine(description, base_dir=path.resolve().parent)
 
 
