@@ -442,7 +442,7 @@ def explore(
             engine_ref=engine_ref,
             progress=progress,
         )
-    for line in explore_module.render(result, engine_ref=engine_ref):
+    for line in explore_module.render(result):
         console.print(line)
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(explore_module.summary(result), indent=2))

@@ -5,7 +5,9 @@ scenario; schedules are drawn from those (plus the next occurrence of each point
 only recovery can reach, e.g. run.claimed#2). Each schedule runs as a real trial against
 one Lab. The first FAIL fixes the failure's signature (its failing invariants); Hypothesis
 then shrinks the schedule (fewer steps, earlier points, smaller occurrences) while it keeps
-failing one of those invariants, with a bounded number of real trials. The minimal schedule
+failing one of those invariants, with a bounded number of real trials. A failure of
+run.liveness alone (the weakest evidence: a hang, or a slow machine) may shrink into a
+safety failure; a safety failure never shrinks into a different one. The minimal schedule
 is replayed from scratch: a failure that does not fail every replay is FLAKY, never a pass.
 
 The search is seeded: the same seed and baseline trace give the same schedules.
@@ -42,6 +44,8 @@ DEFAULT_SHRINK_BUDGET = 12
 DEFAULT_REPLAYS = 2
 
 Point = tuple[str, int]  # (point, occurrence)
+# Invariants whose failure alone may give way to a safety failure while shrinking.
+LIVENESS = frozenset({"run.liveness"})
 
 
 class Status(enum.StrEnum):
@@ -85,6 +89,7 @@ class Failure:
     directory: pathlib.Path | None = None  # the trial that showed the minimal failure
     repro: str = ""
     schedule_file: pathlib.Path | None = None
+    engine_ref: str = "reference"
 
     @property
     def labels(self) -> list[str]:
@@ -223,7 +228,17 @@ class _Search:
         if self.signature is None:
             self.signature = frozenset(observation.failing)
             self.found = list(schedule)
-        return bool(self.signature & set(observation.failing))
+        return self.same_bug(observation)
+
+    def same_bug(self, observation: Observation) -> bool:
+        """A failure of a signature invariant, or a safety failure after a liveness one."""
+        assert self.signature is not None
+        failing = set(observation.failing)
+        if not observation.failed:
+            return False
+        if self.signature & failing:
+            return True
+        return self.signature <= LIVENESS and bool(failing - LIVENESS)
 
     def observation(self, schedule: list[history.FaultStep]) -> Observation:
         return self._seen[tuple(step.label() for step in schedule)]
@@ -310,10 +325,10 @@ def _confirm(
             _count(result, observation)
             tell("replay", schedule, observation)
             again.append(observation)
-        reproduced = all(o.failed and condition.signature & set(o.failing) for o in again)
+        reproduced = all(condition.same_bug(o) for o in again)
         candidate = Failure(
             schedule=list(schedule),
-            invariants=tuple(i for i in shown.failing if i in condition.signature),
+            invariants=shown.failing,
             found=list(condition.found),
             replays=again,
             status=Status.REPRODUCIBLE if reproduced else Status.FLAKY,
@@ -378,6 +393,7 @@ def explore(
     if result.failure is not None:
         spec = base.model_copy(update={"plan": result.failure.schedule})
         result.failure.repro = trial_module.repro_command(spec)
+        result.failure.engine_ref = engine_ref
         result.failure.schedule_file = write_schedule(
             out_dir, scenario, result.failure.schedule, status=result.failure.status
         )
@@ -402,7 +418,7 @@ def write_schedule(
     return path
 
 
-def render(result: ExploreResult, *, engine_ref: str) -> list[str]:
+def render(result: ExploreResult) -> list[str]:
     """The summary lines, like Hypothesis's falsifying example: seed, counts, reproduction."""
     counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(result.verdicts.items()))
     lines = [
@@ -423,7 +439,7 @@ def render(result: ExploreResult, *, engine_ref: str) -> list[str]:
     )
     lines.append(f"  {failure.repro}")
     if failure.schedule_file is not None:
-        command = ["crashcert", "run", "--engine", engine_ref]
+        command = ["crashcert", "run", "--engine", failure.engine_ref]
         command += ["--scenario", str(failure.schedule_file)]
         lines.append(f"  {shlex.join(command)}")
     if failure.directory is not None:

@@ -64,7 +64,7 @@ def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.
 
 
 def describe(result: explore.ExploreResult, *, engine: str) -> str:
-    lines = [f"{engine}: " + line for line in explore.render(result, engine_ref=engine)]
+    lines = [f"{engine}: " + line for line in explore.render(result)]
     return "\n".join([f"seed {SEED} (CRASHCERT_EXPLORE_SEED to replay)", *lines])
 
 
@@ -85,7 +85,7 @@ def test_exploration_finds_broken_engines_and_shrinks_them(
             faults=case.faults,
             max_faults=3,
             points=case.points,
-            shrink_budget=6,
+            shrink_budget=8,
             replays=1,
             scenario_ref=case.scenario,
             engine_ref=str(description.relative_to(REPO)),
@@ -119,6 +119,7 @@ def test_reference_engine_survives_generated_schedules(
         examples=REFERENCE_EXAMPLES,
         seed=SEED,
         faults=("kill", "pause"),
+        max_faults=2,
         scenario_ref="refund",
     )
     report = describe(result, engine="reference")

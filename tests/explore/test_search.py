@@ -177,3 +177,38 @@ def test_schedule_file_is_a_runnable_scenario(tmp_path: pathlib.Path) -> None:
     loaded = scenario.load(path)
     assert loaded.faults == ["pause@reply.sending#1"]
     assert loaded.turns == refund.turns
+
+
+LIVENESS = explore.Observation(verdict=verdict_module.Verdict.FAIL, failing=("run.liveness",))
+
+
+def _masked(*, alone: explore.Observation, crowded: explore.Observation) -> explore.RunSchedule:
+    """The bug is a kill at tool.returned#1; how it shows depends on the company it keeps."""
+
+    def run(schedule: list[history.FaultStep], purpose: str) -> explore.Observation:
+        if "kill@tool.returned#1" not in [step.label() for step in schedule]:
+            return PASS
+        return alone if len(schedule) == 1 else crowded
+
+    return run
+
+
+def test_a_liveness_failure_may_shrink_into_a_safety_failure() -> None:
+    result, condition = explore.search(
+        _masked(alone=FAIL, crowded=LIVENESS), space(), examples=300, seed=5, shrink_budget=50
+    )
+    assert condition.found is not None and len(condition.found) >= 2  # found as a hang
+    assert result.failure is not None
+    assert result.failure.labels == ["kill@tool.returned#1"]
+    assert result.failure.invariants == ("tool.at_most_once",)
+    assert result.failure.status is explore.Status.REPRODUCIBLE
+
+
+def test_a_safety_failure_never_shrinks_into_a_liveness_failure() -> None:
+    result, condition = explore.search(
+        _masked(alone=LIVENESS, crowded=FAIL), space(), examples=300, seed=5, shrink_budget=50
+    )
+    assert condition.found is not None and len(condition.found) >= 2
+    assert result.failure is not None
+    assert len(result.failure.labels) == 2 and "kill@tool.returned#1" in result.failure.labels
+    assert result.failure.invariants == ("tool.at_most_once",)
