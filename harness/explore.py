@@ -134,48 +134,77 @@ def applicable(action: str, point: str) -> bool:
     return boundaries.base_name(point) != plan.HOLDS_LEASE_UNTIL
 
 
-def candidates(trace: Sequence[Point], *, points: Sequence[str] | None = None) -> list[Point]:
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """Where faults may strike: the baseline's hits in order, then hits only recovery reaches."""
+
+    reached: tuple[Point, ...]
+    beyond: tuple[Point, ...] = ()
+
+    def all(self) -> list[Point]:
+        return [*self.reached, *self.beyond]
+
+
+def candidates(trace: Sequence[Point], *, points: Sequence[str] | None = None) -> Space:
     """The baseline's hits in order, then the next occurrence of each point (recovery only).
 
-    Earlier in this list means simpler: Hypothesis shrinks towards the first entries.
+    Earlier means simpler: Hypothesis shrinks towards the first hits of the baseline.
     `points` keeps only these boundaries (base names; their before_commit twins included).
     """
-    seen = list(dict.fromkeys(trace))
+    reached = list(dict.fromkeys(trace))
     last: dict[str, int] = {}
-    for point, occurrence in seen:
+    for point, occurrence in reached:
         last[point] = max(last.get(point, 0), occurrence)
     beyond = [(point, last[point] + 1) for point in last]
-    chosen = [*seen, *(hit for hit in beyond if hit not in set(seen))]
     if points:
         wanted = set(points)
-        chosen = [hit for hit in chosen if boundaries.base_name(hit[0]) in wanted]
-    return chosen
+        reached = [hit for hit in reached if boundaries.base_name(hit[0]) in wanted]
+        beyond = [hit for hit in beyond if boundaries.base_name(hit[0]) in wanted]
+    return Space(reached=tuple(reached), beyond=tuple(beyond))
 
 
 def schedules(
-    space: Sequence[Point], faults: Sequence[str], *, max_faults: int
+    space: Space, faults: Sequence[str], *, max_faults: int
 ) -> st.SearchStrategy[list[history.FaultStep]]:
-    """Lists of 1..max_faults steps at distinct hits, in the order of `space`."""
-    usable = [hit for hit in space if any(applicable(fault, hit[0]) for fault in faults)]
-    if not usable:
+    """1..max_faults steps at distinct hits, in the order of the space.
+
+    The first step strikes a hit the baseline reached; only the others may strike beyond
+    it (a second claim, say), which only an earlier fault's recovery can reach.
+    """
+
+    def usable(hits: Sequence[Point]) -> list[Point]:
+        return [hit for hit in hits if any(applicable(fault, hit[0]) for fault in faults)]
+
+    reached, everywhere = usable(space.reached), usable(space.all())
+    if not reached:
         raise errors.CrashcertError(
             f"no baseline point admits any of the faults {list(faults)}: nothing to explore"
         )
-    rank = {hit: index for index, hit in enumerate(usable)}
+    rank = {hit: index for index, hit in enumerate(everywhere)}
 
-    @st.composite
-    def step(draw: st.DrawFn) -> history.FaultStep:
-        point, occurrence = draw(st.sampled_from(usable))
-        actions = [fault for fault in faults if applicable(fault, point)]
-        action: Any = draw(st.sampled_from(actions))  # a FaultAction: checked by check_faults
-        return history.FaultStep(action=action, point=point, occurrence=occurrence)
+    def step(hits: list[Point]) -> st.SearchStrategy[history.FaultStep]:
+        @st.composite
+        def draw_step(draw: st.DrawFn) -> history.FaultStep:
+            point, occurrence = draw(st.sampled_from(hits))
+            actions = [fault for fault in faults if applicable(fault, point)]
+            action: Any = draw(st.sampled_from(actions))  # a FaultAction (check_faults)
+            return history.FaultStep(action=action, point=point, occurrence=occurrence)
 
-    def ordered(steps: list[history.FaultStep]) -> list[history.FaultStep]:
-        return sorted(steps, key=lambda s: rank[(s.point, s.occurrence)])
+        return draw_step()
 
-    return st.lists(
-        step(), min_size=1, max_size=max_faults, unique_by=lambda s: (s.point, s.occurrence)
-    ).map(ordered)
+    Steps = list[history.FaultStep]
+
+    def ordered(drawn: tuple[history.FaultStep, Steps]) -> Steps:
+        first, more = drawn
+        distinct: dict[Point, history.FaultStep] = {(first.point, first.occurrence): first}
+        for other in more:
+            distinct.setdefault((other.point, other.occurrence), other)
+        return sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
+
+    more = st.lists(
+        step(everywhere), max_size=max_faults - 1, unique_by=lambda s: (s.point, s.occurrence)
+    )
+    return st.tuples(step(reached), more).map(ordered)
 
 
 def check_faults(faults: Sequence[str]) -> list[str]:
@@ -258,7 +287,7 @@ def _count(result: ExploreResult, observation: Observation) -> None:
 
 def search(
     run: RunSchedule,
-    space: Sequence[Point],
+    space: Space,
     *,
     faults: Sequence[str] = DEFAULT_FAULTS,
     examples: int,
@@ -277,7 +306,7 @@ def search(
     if max_faults < 1:
         raise errors.CrashcertError("--max-faults must be at least 1")
     started = time.monotonic()
-    result = ExploreResult(seed=seed, candidates=len(space))
+    result = ExploreResult(seed=seed, candidates=len(space.all()))
     tell = progress or _quiet
     condition = _Search(run, result, shrink_budget=shrink_budget, progress=tell)
     strategy = schedules(space, check_faults(faults), max_faults=max_faults)
