@@ -227,7 +227,7 @@ def test_reference_engine_under_interleaved_faults(
     if base_lab.toxiproxy is None:
         fix_proxy.unavailable(base_lab.toxiproxy_note)
     stateful.run_state_machine_as_test(
-        lambda: EngineUnderFaults(base_lab, tmp_path),
+        lambda: EngineUnderFaults(base_lab, tmp_path),  # type: ignore[arg-type]  # any factory
         settings=hypothesis.settings(
             max_examples=EXAMPLES,
             stateful_step_count=STEPS,
