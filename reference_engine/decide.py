@@ -490,6 +490,20 @@ def recover_tool(call: state_module.ToolCall, current: dict[str, Any] | None) ->
     return Unknown(f"tool {call.name!r} is not replayable and cannot be queried")
 
 
+def after_query_not_applied(call: state_module.ToolCall, current: dict[str, Any]) -> Recovery:
+    """The service says the effect has not happened (yet). The interrupted request may still
+    be on its way and land after the query answered, so "not applied" is no licence to send
+    it again: only a service that honours idempotency keys makes a second request with the
+    same key harmless. Every other call becomes outcome_unknown, never re-executed."""
+    original = call.declaration or {}
+    if original.get("honours_idempotency_key") and current.get("honours_idempotency_key"):
+        return Replay()
+    return Unknown(
+        f"tool {call.name!r} had not applied key {call.key} when asked, but the interrupted "
+        "request may still be in flight; a non-replayable call is never re-executed"
+    )
+
+
 def reply_after_query(status_code: int) -> str:
     """GET /replies/{key}: `delivered`, `send` (never arrived) or `uncertain`."""
     if status_code == 200:

@@ -332,6 +332,8 @@ class Worker:
                 return
             if found is None:
                 recovery = decide.Unknown(f"tool {call.name!r} could not be queried by key")
+            else:
+                recovery = decide.after_query_not_applied(call, current or {})
         if isinstance(recovery, decide.Unknown):
             self.store.settle_tool(
                 lease,
@@ -342,7 +344,8 @@ class Worker:
                 outcome={"error": recovery.reason, "note": checkpoint_module.UNKNOWN_NOTE},
             )
             return
-        # replayable with an unchanged contract, or queried and not applied: same key again
+        # replayable with an unchanged contract, or not applied at a service that honours
+        # idempotency keys: the same key again
         self.store.start_tool(
             lease, command_id=call.id, key=call.key, tool_call_id=call.tool_call_id, charge=False
         )

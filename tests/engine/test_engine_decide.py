@@ -291,6 +291,18 @@ def test_tool_no_longer_declared_is_outcome_unknown() -> None:
     assert isinstance(decide.recover_tool(started(LOOKUP_DECL), None), decide.Unknown)
 
 
+def test_not_applied_when_asked_is_still_unknown_for_a_non_replayable_call() -> None:
+    # The interrupted request may land after the query answered: never send it again.
+    recovery = decide.after_query_not_applied(started(REFUND_DECL), REFUND_DECL)
+    assert isinstance(recovery, decide.Unknown)
+    assert "may still be in flight" in recovery.reason
+
+
+def test_not_applied_at_a_service_that_honours_keys_is_sent_again() -> None:
+    keyed = {**REFUND_DECL, "honours_idempotency_key": True}
+    assert decide.after_query_not_applied(started(keyed), keyed) == decide.Replay()
+
+
 # -- reply phase ---------------------------------------------------------------------------
 
 

@@ -203,8 +203,16 @@ def test_sigkill_while_tool_started_finishes_after_lease_expiry(
     final = wait_status(engine, run_id)
     assert final.status == "succeeded", final.reason
     snap = world.snapshot()
-    assert len(snap.tool_effects("refund_order")) == 1
-    assert len({r.key for r in snap.tool_requests("refund_order")}) == 1  # tool.same_key
+    # The doomed request may or may not have got out, and may land after the heir asked by
+    # key: the heir never sends it again, so the refund happens at most once.
+    effects = snap.tool_effects("refund_order")
+    assert len(effects) <= 1
+    assert len(snap.tool_requests("refund_order")) <= 1
+    refund_call = next(c for c in final.tool_calls if c.name == "refund_order")
+    assert refund_call.state in ("succeeded", "outcome_unknown")
+    if refund_call.state == "outcome_unknown":
+        told = [m for r in snap.model for m in r.messages if m.get("role") == "tool"]
+        assert any("outcome_unknown" in str(m.get("content")) for m in told)
     assert len(snap.deliveries()) == 1
     no_problems(world)
 
