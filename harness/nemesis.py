@@ -151,6 +151,9 @@ class Nemesis:
     def _pause(self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         worker.pause()
         self._record("pause", step, hit, ok=True, note=f"SIGSTOP process group {worker.pgid}")
+        if not [other for other in self._launcher.workers.alive() if not other.paused]:
+            # Nobody left to adopt the run: a pool would have another worker, so start one.
+            self._launcher.start()
         limit = float(step.params.get("resume_after_s", PAUSE_MAX_LEASES * self._lease_s))
 
         def adopter_moved_on(other: history.BoundaryHit) -> bool:
