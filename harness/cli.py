@@ -116,18 +116,8 @@ def matrix(
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
-    fault_classes = [f.strip() for f in faults.split(",") if f.strip()]
-    unknown = [f for f in fault_classes if f not in plan_module.MATRIX_FAULTS]
-    if unknown:
-        raise errors.CrashcertError(
-            f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
-        )
-    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
-    bad_points = [p for p in point_names if p not in boundaries.BOUNDARIES]
-    if bad_points:
-        raise errors.CrashcertError(
-            f"unknown boundaries {bad_points}; known: {', '.join(boundaries.BOUNDARIES)}"
-        )
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
     out_dir = _out_dir(out)
@@ -404,13 +394,8 @@ def explore(
     """
     from harness import explore as explore_module
 
-    fault_classes = explore_module.check_faults([f.strip() for f in faults.split(",")])
-    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
-    bad_points = [p for p in point_names if p not in boundaries.BOUNDARIES]
-    if bad_points:
-        raise errors.CrashcertError(
-            f"unknown boundaries {bad_points}; known: {', '.join(boundaries.BOUNDARIES)}"
-        )
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
     out_dir = _out_dir(out)
@@ -505,17 +490,10 @@ def certify(
     from harness import certify as certify_module
     from harness import levels as levels_module
 
-    fault_classes = [f.strip() for f in faults.split(",") if f.strip()]
-    unknown = [f for f in fault_classes if f not in plan_module.MATRIX_FAULTS]
-    if unknown:
-        raise errors.CrashcertError(
-            f"unknown fault classes {unknown}; known: {', '.join(plan_module.MATRIX_FAULTS)}"
-        )
-    point_names = [p.strip() for p in (points or "").split(",") if p.strip()]
-    known = [*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
-    bad_points = [p for p in point_names if p not in known]
-    if bad_points:
-        raise errors.CrashcertError(f"unknown points {bad_points}; known: {', '.join(known)}")
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(
+        points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
+    )
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
     out_dir = _out_dir(out)

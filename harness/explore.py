@@ -208,13 +208,7 @@ def schedules(
 
 
 def check_faults(faults: Sequence[str]) -> list[str]:
-    chosen = [fault for fault in faults if fault]
-    unknown = [fault for fault in chosen if fault not in plan.MATRIX_FAULTS]
-    if unknown or not chosen:
-        raise errors.CrashcertError(
-            f"unknown fault classes {unknown or chosen}; known: {', '.join(plan.MATRIX_FAULTS)}"
-        )
-    return chosen
+    return plan.parse_fault_classes(",".join(faults))
 
 
 # -- the search ---------------------------------------------------------------------------

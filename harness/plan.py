@@ -8,6 +8,7 @@ recovering worker a second time right after it claims the run.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from harness import boundaries, errors, history
@@ -77,6 +78,26 @@ def _params(text: str | None) -> dict[str, Any]:
                     continue
         params[name] = value
     return params
+
+
+def parse_fault_classes(text: str) -> list[str]:
+    """`kill,pause` -> ["kill", "pause"], every one a known fault class, at least one."""
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [fault for fault in chosen if fault not in MATRIX_FAULTS]
+    if unknown or not chosen:
+        raise errors.CrashcertError(
+            f"unknown fault classes {unknown or chosen}; known: {', '.join(MATRIX_FAULTS)}"
+        )
+    return chosen
+
+
+def parse_points(text: str | None, *, known: Sequence[str] = boundaries.BOUNDARIES) -> list[str]:
+    """`reply.sending,reply.sent` -> the names, every one known; empty means all."""
+    chosen = [part.strip() for part in (text or "").split(",") if part.strip()]
+    unknown = [point for point in chosen if point not in known]
+    if unknown:
+        raise errors.CrashcertError(f"unknown points {unknown}; known: {', '.join(known)}")
+    return chosen
 
 
 def baseline_trace(trial: history.TrialHistory) -> list[tuple[str, int]]:

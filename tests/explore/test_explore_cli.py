@@ -16,7 +16,7 @@ from harness.checkers import verdict as verdict_module
     ("args", "message"),
     [
         (["--faults", "kill,explode"], "unknown fault classes"),
-        (["--points", "tools.pending,nowhere"], "unknown boundaries"),
+        (["--points", "tools.pending,nowhere"], "unknown points"),
         (["--scenario", "no_such_scenario"], "unknown scenario"),
     ],
 )
