@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
+
+from harness import toxiproxy_server
 
 pytest_plugins = ["pytester"]
 pytestmark = [pytest.mark.matrix, pytest.mark.postgres]
@@ -20,6 +23,8 @@ def test_crash_matrix(crashcert_case):
 
 
 def _run(pytester: pytest.Pytester, engine: str, points: list[str]) -> pytest.RunResult:
+    # pytester gives the inner session its own HOME: point it at our Toxiproxy cache.
+    os.environ.setdefault("CRASHCERT_CACHE", str(toxiproxy_server.cache_dir()))
     pytester.makepyfile(test_team=TEAM_TEST.format(engine=engine, points=points))
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=600)
 

@@ -66,9 +66,11 @@ def test_trial_exported_and_replayed(
     assert [(t.name, t.replay, t.effect, t.queryable) for t in exported.tools] == [
         (t.name, t.replay, t.effect, t.queryable) for t in refund.tools
     ]
-    assert [t.behaviour.result for t in exported.tools] == [
-        t.behaviour.result for t in refund.tools
-    ]
+    # Results come from what the run recorded. The refund never ran here: the kill came
+    # before its request, and the engine never resends a non-replayable call (it ends
+    # outcome_unknown), so only the lookup's result is known.
+    assert exported.tools[0].name == "lookup_order"
+    assert exported.tools[0].behaviour.result == refund.tools[0].behaviour.result
     assert exported.expect.status == "succeeded" and exported.sink.queryable
 
     path = tmp_path / "incident.yaml"
