@@ -413,3 +413,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             # The client is gone (killed while a hook held the response): nothing to do.
             self.close_connection = True
             logger.debug("world service %s: response not delivered: %s", self._app.name, error)
+
+
+class Service:
+    """A world service on its own loopback port: subclasses set `_server` and routes."""
+
+    _server: JsonServer
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()

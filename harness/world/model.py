@@ -41,7 +41,7 @@ def find_run_key(messages: Sequence[Any]) -> str | None:
     return None
 
 
-class ModelServer:
+class ModelServer(http.Service):
     def __init__(
         self,
         scenario: scenario_module.Scenario,
@@ -66,12 +66,6 @@ class ModelServer:
     def url(self) -> str:
         """The OpenAI base URL, `http://127.0.0.1:P/v1`."""
         return f"{self._server.url}/v1"
-
-    def start(self) -> None:
-        self._server.start()
-
-    def stop(self) -> None:
-        self._server.stop()
 
     def register_run(self, run_key: str) -> str:
         """Optional: once any run is registered, requests of other keys are a problem."""

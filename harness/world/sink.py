@@ -17,7 +17,7 @@ from harness.world import http, ledger
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
-class ReplySink:
+class ReplySink(http.Service):
     def __init__(
         self,
         spec: scenario_module.SinkSpec,
@@ -37,16 +37,6 @@ class ReplySink:
                 http.Route("GET", "/replies/{key}", self._query),
             ],
         )
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    def start(self) -> None:
-        self._server.start()
-
-    def stop(self) -> None:
-        self._server.stop()
 
     def entries(self) -> list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery]:
         kinds = (ledger.ReplyRequest, ledger.ReplyDelivery, ledger.ReplyQuery)

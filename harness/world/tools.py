@@ -24,7 +24,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 HUNG_STATUS = 0  # recorded for a request that never got an answer
 
 
-class ToolServices:
+class ToolServices(http.Service):
     def __init__(
         self,
         scenario: scenario_module.Scenario,
@@ -48,16 +48,6 @@ class ToolServices:
                 http.Route("GET", "/tools/{name}/effects/{key}", self._query),
             ],
         )
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    def start(self) -> None:
-        self._server.start()
-
-    def stop(self) -> None:
-        self._server.stop()
 
     def entries(self) -> list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery]:
         kinds = (ledger.ToolRequest, ledger.ToolEffect, ledger.ToolQuery)
