@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import datetime
 import decimal
+import time
 import uuid
 from typing import Any
 
@@ -212,13 +213,16 @@ class Store:
         finally:
             self._events.clear()
 
-    def ensure_live(self, lease: Lease) -> None:
+    def ensure_live(self, lease: Lease, *, margin_s: float = 0.1) -> None:
         """Called right before an external side effect (tool request, reply, model call).
 
         A worker paused past its lease wakes up here and stops, instead of repeating an
-        effect its successor already resolved. A pause between this check and the request
-        is the one window no lease can fence: that request is truly in flight.
+        effect its successor already resolved. The server's "still yours" can arrive late
+        over a slow link, so the lease must still run `margin_s` after the answer came back,
+        counted from when the question left. A pause between this check and the request is
+        the one window no lease can fence: that request is truly in flight.
         """
+        asked = time.monotonic()
         conn = self.connect()
         with self._classified():
             row = self._one(
@@ -230,6 +234,12 @@ class Store:
             )
         if row is None or not row["live"]:
             raise errors.LeaseLost(f"lease on run {lease.run_id} lapsed before an external call")
+        expires = asked + float(row["remaining_ms"]) / 1000.0
+        if time.monotonic() + margin_s > expires:
+            raise errors.LeaseLost(
+                f"lease on run {lease.run_id} may lapse before an external call "
+                f"(the check took {time.monotonic() - asked:.3f}s)"
+            )
 
     # -- schema --------------------------------------------------------------------------
 

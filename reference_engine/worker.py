@@ -57,6 +57,8 @@ class Memo:
 class Worker:
     def __init__(self, settings: config_module.Settings) -> None:
         self.settings = settings
+        # An external call starts only while the lease has at least this much left.
+        self._lease_margin_s = settings.lease_ms / 1000.0 / 5
         self.stopping = threading.Event()
         self.reporter = boundary_module.Reporter(settings.control, worker_id=settings.worker_id)
         self.store = store_module.Store(
@@ -274,7 +276,7 @@ class Worker:
         point = decide.validated(run)
         declarations = self.services.declarations()
         tools = [{"type": "function", "function": d["function"]} for d in declarations.values()]
-        self.store.ensure_live(lease)
+        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
         try:
             answer = self.model.complete(list(point.transcript), tools)
         except errors.ModelUnavailable as error:
@@ -293,7 +295,8 @@ class Worker:
         declaration: dict[str, Any],
         memo: Memo,
     ) -> None:
-        self.store.ensure_live(lease)  # a zombie must not repeat its successor's effect
+        # a zombie must not repeat its successor's effect
+        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
         memo.tools_sent.add(call.id)
         result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
         self.reporter.report(
@@ -366,7 +369,8 @@ class Worker:
             raise errors.LeaseLost("released: reply sink keeps failing")
         content = decide.validated(run).reply or ""
         self.store.mark_sending(lease, key=delivery.key)
-        self.store.ensure_live(lease)  # paused at reply.sending past the lease: stop here
+        # paused at reply.sending past the lease, or a slow link: stop here
+        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
         outcome = self.services.send_reply(run.run_id, content, delivery.key)
         if outcome == "sent":
             self.reporter.report("reply.sent", lease.run_id, key=delivery.key)

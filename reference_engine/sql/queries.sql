@@ -65,8 +65,11 @@ FROM runs WHERE id = %(run_id)s
 FOR UPDATE;
 
 -- name: lease_still_live
+-- `remaining_ms`: how long the lease still runs as the server sees it now; the worker
+-- subtracts the round trip, since a slow link can deliver a stale "yes".
 SELECT lease_owner = %(worker_id)s AND lease_epoch = %(lease_epoch)s
-       AND lease_expires_at > clock_timestamp() AS live
+       AND lease_expires_at > clock_timestamp() AS live,
+       EXTRACT(EPOCH FROM (lease_expires_at - clock_timestamp())) * 1000 AS remaining_ms
 FROM runs WHERE id = %(run_id)s;
 
 -- name: load_run
