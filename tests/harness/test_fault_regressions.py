@@ -1,0 +1,55 @@
+"""Trials that once caught the reference engine (or the harness) out, kept as regressions.
+
+Each was found by the fault matrix or by exploration; the engine must PASS them all.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from harness import lab as lab_module
+from harness import plan, scenario, trial
+from harness.checkers import verdict
+from harness.engines import commands
+
+pytestmark = [pytest.mark.matrix, pytest.mark.postgres, pytest.mark.toxiproxy]
+
+CASES = [
+    # a worker paused past its lease woke up and repeated its successor's refund / reply
+    ("refund", ["pause@tool.started#2"]),
+    ("refund", ["pause@reply.sending#1"]),
+    # a lease check answered over a slow link was stale: the reply went out twice
+    ("parallel_tools", ["latency@reply.sending#1"]),
+    # the sink took the reply, the delivery was never recorded, the sink cannot be asked
+    ("sink_no_query", ["kill@run.finished:before_commit#1"]),
+    # the commit of the decision landed but its acknowledgement never came back
+    ("refund", ["commit_lost@tools.pending:before_commit#2"]),
+    # Postgres restarted under a started refund (reports failed while it was down)
+    ("refund", ["pg_restart@tool.started#2"]),
+    # the last unpaused worker was paused: nobody could adopt the run
+    ("email_send", ["kill@run.claimed#1", "pg_restart@reply.sending#1", "pause@reply.sent#1"]),
+]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[lab_module.Lab]:
+    with lab_module.open_lab(commands.find("reference")) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize("name,faults", CASES, ids=[f"{n}:{'+'.join(f)}" for n, f in CASES])
+def test_reference_engine_passes(
+    lab: lab_module.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
+) -> None:
+    steps = [plan.parse_fault(text) for text in faults]
+    spec = trial.TrialSpec(
+        scenario=scenario.find(name), plan=steps, label=plan.plan_label(steps), scenario_ref=name
+    )
+    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    assert outcome.verdict is verdict.Verdict.PASS, "\n".join(
+        [f"{r.invariant} {r.verdict.value}: {r.summary}" for r in outcome.failing]
+        + [f"rerun: {outcome.repro}"]
+    )
