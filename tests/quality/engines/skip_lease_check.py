@@ -48,7 +48,7 @@ def _transition(
     return mark
 
 
-def _ensure_live(self: store_module.Store, lease: store_module.Lease) -> None:
+def _ensure_live(self: store_module.Store, lease: store_module.Lease, **_: Any) -> None:
     """BROKEN: Store.ensure_live, the check before an external call, does nothing."""
 
 
