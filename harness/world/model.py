@@ -116,7 +116,7 @@ class ModelServer(http.Service):
             )
             raise
         scripted = self.scenario.turns[turn]
-        message = _assistant_message(scripted, run_key)
+        message = assistant_message(scripted, run_key)
         usage = {
             "prompt_tokens": scripted.usage.prompt_tokens,
             "completion_tokens": scripted.usage.completion_tokens,
@@ -177,7 +177,8 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def _assistant_message(turn: scenario_module.Turn, run_key: str) -> dict[str, Any]:
+def assistant_message(turn: scenario_module.Turn, run_key: str) -> dict[str, Any]:
+    """The assistant message the scripted model answers for `turn` of run `run_key`."""
     if not turn.tool_calls:
         content = scenario_module.substitute_run_key(turn.content, run_key)
         return {"role": "assistant", "content": content}

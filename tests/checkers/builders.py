@@ -18,7 +18,7 @@ from typing import Any
 from harness import history as history_module
 from harness import run_report
 from harness import scenario as scenario_module
-from harness.world import ledger
+from harness.world import ledger, model
 
 RUN_KEY = "rk-7"
 RUN_ID = "run-1"
@@ -218,25 +218,7 @@ class Trial:
         return messages
 
     def assistant(self, turn: scenario_module.Turn) -> dict[str, Any]:
-        if turn.content is not None:
-            return {
-                "role": "assistant",
-                "content": scenario_module.substitute_run_key(turn.content, RUN_KEY),
-            }
-        calls = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": json.dumps(
-                        scenario_module.substitute_run_key(call.arguments, RUN_KEY)
-                    ),
-                },
-            }
-            for call in turn.tool_calls
-        ]
-        return {"role": "assistant", "content": None, "tool_calls": calls}
+        return model.assistant_message(turn, RUN_KEY)
 
     def model_request(
         self,
