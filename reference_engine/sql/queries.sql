@@ -58,9 +58,12 @@ SELECT id, 'run.lease_extended', %(worker_id)s, lease_epoch FROM extended
 RETURNING run_id;
 
 -- name: lock_run
+-- `lease_left_ms`: while this row lock is held nobody can extend or take the lease, so the
+-- worker can tell locally, without another round trip, whether it still runs at COMMIT.
 SELECT id, status, lease_owner, lease_epoch, cancel_requested_at IS NOT NULL AS cancel_requested,
-       lease_expires_at > clock_timestamp() AS lease_live, lease_expires_at, attempts,
-       max_attempts
+       lease_expires_at > clock_timestamp() AS lease_live,
+       EXTRACT(EPOCH FROM (lease_expires_at - clock_timestamp())) * 1000 AS lease_left_ms,
+       attempts, max_attempts
 FROM runs WHERE id = %(run_id)s
 FOR UPDATE;
 
@@ -293,9 +296,6 @@ SELECT * FROM deliveries WHERE run_id = %(run_id)s;
 
 -- name: export_events
 SELECT * FROM events WHERE run_id = %(run_id)s ORDER BY id;
-
--- name: lease_time_left
-SELECT %(expires_at)s::timestamptz > clock_timestamp() AS live;
 
 -- name: load_state
 -- Everything the decision needs in one statement: one round trip, one snapshot.

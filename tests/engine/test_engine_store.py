@@ -260,6 +260,49 @@ def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: st
     store.close()
 
 
+class StatementLog(boundary_module.Reporter):
+    """Writes each report into the same list as the store's statements."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__("unused", worker_id="w")
+        self.log = log
+
+    def report(self, boundary: str, run_id: str, **detail: Any) -> None:
+        self.log.append(f"report {boundary}")
+
+
+def test_nothing_but_commit_follows_the_before_commit_report(engine_db: str) -> None:
+    """The contract's promise: a fault at `:before_commit` strikes the COMMIT itself (a
+    commit_lost fault must lose the COMMIT's answer, not that of a last query)."""
+    log: list[str] = []
+    store = store_module.Store(engine_db, reporter=StatementLog(log))
+    statement = store._all
+
+    def logged(conn: Any, query: str, /, **params: Any) -> list[Any]:
+        log.append(query)
+        return statement(conn, query, **params)
+
+    store._all = logged  # type: ignore[method-assign]
+    run_id, _ = store.create_run(make_input())
+    lease = store.claim("w", 60_000)
+    assert lease is not None
+    point = decide.validated(store.load(run_id))
+    del log[:]
+    store.open_model_call(
+        lease,
+        expected_version=1,
+        point=point,
+        call_id=str(uuid.uuid4()),
+        turn=0,
+        attempt=1,
+        interrupt=(),
+    )
+    before = log.index("report model.pending:before_commit")
+    assert log[0] == "lock_run" and before > 1
+    assert log[before + 1 :] == ["report model.pending"], log
+    store.close()
+
+
 def test_cancel_of_a_running_run_is_honoured_by_its_next_transition(
     store: store_module.Store,
 ) -> None:
