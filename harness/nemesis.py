@@ -10,6 +10,8 @@ heals what it broke: after `params.heal_after_s`, or at the latest when the tria
 - commit_lost: swallow server->engine bytes (COMMIT lands, its ack never does);
   heal: cut the hung connections, remove the toxic.
 - commit_dropped: swallow engine->server bytes (COMMIT never arrives); heal as above.
+  For both, the heal record says what really became of the held transaction
+  (`observed.transaction`: committed, aborted or unknown), read from Postgres by xid.
 - latency: latency far beyond the lease on the worker's link; heal: remove the toxic.
 - pg_restart: `pg_ctl stop -m immediate` under every connection; heal: start Postgres.
 """
@@ -47,8 +49,6 @@ ADOPTER_PROGRESS = frozenset(
 )
 
 Heal = Callable[[], None]
-# Reads the run's committed state (frontier version, status) past every proxy.
-Observe = Callable[[], dict[str, Any]]
 
 
 class Nemesis:
@@ -61,7 +61,7 @@ class Nemesis:
         proxies: Any,  # trial._Proxies: proxy per worker, or none without Toxiproxy
         pg: postgres.Server,
         lease_s: float,
-        observe: Observe | None = None,
+        dsn: str | None = None,  # the trial's database, read past every proxy
     ) -> None:
         self._pending = list(plan)
         self._launcher = launcher
@@ -69,7 +69,7 @@ class Nemesis:
         self._proxies = proxies
         self._pg = pg
         self._lease_s = lease_s
-        self._observe = observe
+        self._dsn = dsn
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []
         self._closed = False
@@ -129,12 +129,14 @@ class Nemesis:
             if proxy is None:
                 self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
                 return
-            before = self._observation()
+            # The held worker's open transaction, noted before its COMMIT can be sent.
+            xids = self._in_flight() if step.action in COMMIT_ACTIONS else []
             heal = self._break_link(step, proxy)
+            observed = {"xids": xids} if step.action in COMMIT_ACTIONS else {}
             self._record(
-                step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=before
+                step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=observed
             )
-            self._schedule(heal_after, self._healer(step, hit, heal, before), "heal")
+            self._schedule(heal_after, self._healer(step, hit, heal, xids), "heal")
 
     def _restart_same_id(
         self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any
@@ -215,28 +217,35 @@ class Nemesis:
         step: history.FaultStep,
         hit: history.BoundaryHit,
         heal: Heal,
-        before: dict[str, Any],
+        xids: list[int],
     ) -> Heal:
         def run() -> None:
             heal()
             note = f"healed {step.action}"
-            after: dict[str, Any] = {}
+            observed: dict[str, Any] = {}
             if step.action in COMMIT_ACTIONS:
-                # Read before the engine can act on the healed link: the cut connection's
-                # transaction is settled by now, committed or rolled back, never both.
-                after = self._observation()
-                note += "; " + commit_outcome(before, after)
-            self._record("heal", step, hit, ok=True, note=note, observed=after)
+                # The heal cut the hung connection, so its transaction settles now:
+                # committed or rolled back, never both, whatever the engine concludes.
+                outcome, why = self._fate(xids)
+                observed = {"transaction": outcome, "xids": xids}
+                note += f"; the held transaction {outcome.upper()} ({why})"
+            self._record("heal", step, hit, ok=True, note=note, observed=observed)
 
         return run
 
-    def _observation(self) -> dict[str, Any]:
-        if self._observe is None:
-            return {}
+    def _in_flight(self) -> list[int]:
+        if self._dsn is None:
+            return []
         try:
-            return self._observe()
+            return postgres.xact.in_flight(self._dsn)
         except errors.CrashcertError as error:
-            return {"error": str(error)}
+            log.warning("%s", error)
+            return []
+
+    def _fate(self, xids: list[int]) -> tuple[str, str]:
+        if self._dsn is None:
+            return postgres.xact.UNKNOWN, "no database to ask"
+        return postgres.xact.fate(self._dsn, xids)
 
     def _schedule(self, delay_s: float, heal: Heal, name: str) -> None:
         done = threading.Event()
@@ -282,17 +291,3 @@ class Nemesis:
 
 
 COMMIT_ACTIONS = frozenset({"commit_lost", "commit_dropped"})
-
-
-def commit_outcome(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Which of the two really happened to the transaction whose COMMIT was in flight."""
-    if "frontier_version" not in before or "frontier_version" not in after:
-        return "commit outcome unknown (the engine's state could not be read)"
-    if after["frontier_version"] > before["frontier_version"] or after.get("status") != before.get(
-        "status"
-    ):
-        return (
-            f"the transaction COMMITTED (frontier v{before['frontier_version']} -> "
-            f"v{after['frontier_version']}, status {after.get('status')})"
-        )
-    return f"the transaction did NOT commit (frontier stays v{before['frontier_version']})"

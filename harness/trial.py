@@ -198,7 +198,7 @@ def _execute(
             proxies=proxies,
             pg=lab.pg,
             lease_s=engine.lease_ms / 1000.0,
-            observe=lambda: _observe(engine, dsn, trial.run_id),
+            dsn=dsn,
         )
         server = control.ControlServer(socket_path, recorder, policy=nemesis.on_hit)
         server.start()
@@ -275,14 +275,6 @@ def _wait_terminal(
         if report.terminal:
             trial.finished_at = time.time()
             break
-
-
-def _observe(engine: Any, dsn: str, run_id: str | None) -> dict[str, Any]:
-    """The run's committed state, read directly (not through any worker's proxy)."""
-    if run_id is None:
-        return {}
-    report = engine.report(dsn, run_id)
-    return {"frontier_version": report.frontier.version, "status": report.status}
 
 
 def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:

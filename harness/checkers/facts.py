@@ -32,6 +32,7 @@ _ENDED_BY = {
     "pg_restart": "pg_start",
 }
 DATABASE_FAULTS = frozenset({"db_cut", "pg_restart"})
+COMMIT_FAULTS = frozenset({"commit_lost", "commit_dropped"})
 # After-commit points that follow an external call rather than a commit.
 AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"})
 # Where the model's decision for a turn becomes durable.
@@ -214,34 +215,43 @@ def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> l
 
 @dataclasses.dataclass(frozen=True)
 class LostAck:
-    """A commit whose acknowledgement a fault dropped, yet the harness saw it land."""
+    """A commit whose acknowledgement a fault dropped, yet Postgres says it committed."""
 
     fault: history_module.FaultApplied
     hit: history_module.BoundaryHit  # the `:before_commit` hit it struck at
-    version: int  # the frontier version the transaction wrote
+    heal: history_module.FaultApplied  # its heal, which read the transaction's fate
 
     def describe(self) -> str:
+        xids = self.heal.observed.get("xids") or []
+        xid = f"xid {xids[0]}, " if len(xids) == 1 else ""
         return (
             f"{boundaries.base_name(self.hit.point)} committed under {self.fault.action} at "
             f"{self.hit.point}#{self.hit.occurrence} (fault seq {self.fault.seq}, "
-            f"t={self.fault.t:.3f}; observed frontier v{self.version})"
+            f"t={self.fault.t:.3f}; {xid}committed as read from Postgres)"
         )
 
 
 def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
-    """commit_lost/commit_dropped faults after which the engine's state shows the commit."""
+    """commit_lost/commit_dropped faults whose held transaction really committed.
+
+    The engine never heard the answer, so its boundary after COMMIT is missing; the heal
+    record says what Postgres did with the transaction (harness/nemesis.py).
+    """
+    heals = {
+        fault.step: fault
+        for fault in history.faults()
+        if fault.action == "heal" and fault.ok and fault.step
+    }
     found = []
     for fault in history.faults():
-        if fault.action not in ("commit_lost", "commit_dropped") or not fault.ok:
+        if fault.action not in COMMIT_FAULTS or not fault.ok:
             continue
         hit = fault_hit(history, fault)
-        if hit is None or not is_before_commit(hit):
+        heal = heals.get(fault.step)
+        if hit is None or heal is None or not is_before_commit(hit):
             continue
-        wrote = detail_int(hit, "frontier_version")
-        # What the harness read from the engine's committed state while the link was cut.
-        seen = fault.observed.get("frontier_version")
-        if wrote is not None and isinstance(seen, int) and seen >= wrote:
-            found.append(LostAck(fault, hit, wrote))
+        if heal.observed.get("transaction") == "committed":
+            found.append(LostAck(fault, hit, heal))
     return found
 
 

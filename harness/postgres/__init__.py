@@ -23,6 +23,7 @@ from harness.postgres import (
     reaper,
     server,
     templates,
+    xact,
 )
 
 provide = provider.provide
@@ -43,4 +44,5 @@ __all__ = [
     "reaper",
     "server",
     "templates",
+    "xact",
 ]

@@ -190,6 +190,23 @@ class Trial:
         self.events.append(fault)
         return fault
 
+    def heal(
+        self, fault: history_module.FaultApplied, *, observed: dict[str, Any] | None = None
+    ) -> history_module.FaultApplied:
+        """The nemesis's heal record for `fault`: same step label and worker."""
+        seq, t = self.tick()
+        heal = history_module.FaultApplied(
+            seq=seq,
+            t=t,
+            action="heal",
+            step=fault.step,
+            worker_id=fault.worker_id,
+            ok=True,
+            observed=observed or {},
+        )
+        self.events.append(heal)
+        return heal
+
     def last_hit(self) -> history_module.BoundaryHit:
         return next(e for e in reversed(self.events) if isinstance(e, history_module.BoundaryHit))
 

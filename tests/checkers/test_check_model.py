@@ -172,9 +172,9 @@ def lost_ack_at_decision(*, landed: bool) -> builders.Trial:
     trial = builders.first_round(builders.Trial())
     trial.model_call(1)
     before = trial.hit("tools.pending:before_commit", turn=None, frontier_version=trial.version + 1)
-    observed = trial.version + 1 if landed else trial.version
-    trial.fault("commit_lost", before, observed={"frontier_version": observed})
-    trial.fault("heal", worker="w-1")
+    lost = trial.fault("commit_lost", before, observed={"xids": [742]})
+    # what Postgres did with the held transaction, read by the heal
+    trial.heal(lost, observed={"transaction": "committed" if landed else "aborted", "xids": [742]})
     if landed:
         trial.version += 1
         trial.phase = "tools_pending"
@@ -190,7 +190,7 @@ def test_a_decision_whose_ack_was_lost_still_counts_as_committed() -> None:
     assert "after its decision was committed at tools.pending committed under commit_lost" in (
         result.summary
     )
-    assert "observed frontier v5" in result.summary
+    assert "xid 742, committed as read from Postgres" in result.summary
     counted = model.check_count(history)
     assert counted.verdict is V.FAIL
     assert "turn 1: 2 model calls answered" in counted.summary
