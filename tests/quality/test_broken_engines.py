@@ -43,6 +43,7 @@ class Case:
     scenario: str
     faults: tuple[str, ...]
     catches: tuple[str, ...]  # invariant ids that must FAIL for the broken engine
+    says: str = ""  # ... and what the first of them must say
 
     @property
     def description(self) -> pathlib.Path:
@@ -87,6 +88,24 @@ CASES = (
     ),
     # Killed right after the terminal commit, before the reply was posted.
     Case("done_before_delivery", "refund", ("kill@run.finished#1",), ("reply.single_delivery",)),
+    # The terminal COMMIT lands but its acknowledgement never comes back; the engine takes
+    # the failure for a rollback and delivers the reply again.
+    Case(
+        "assume_rolled_back",
+        "sink_no_query",
+        ("commit_lost@run.finished:before_commit#1",),
+        ("reply.single_delivery",),
+        says="delivered 2 times",
+    ),
+    # Postgres restarts under every worker; none opens a new connection, so the run stays
+    # where it was although the database is back: hung, not waiting for the database.
+    Case(
+        "no_reconnect",
+        "refund",
+        ("pg_restart@tools.pending#1",),
+        ("run.liveness",),
+        says="hung: not terminal at the end",
+    ),
 )
 
 
@@ -179,6 +198,7 @@ def test_broken_engine_is_caught(trials: Trials, case: Case) -> None:
         if results[invariant].verdict is not verdict_module.Verdict.FAIL
     ]
     assert not missed, f"{case.engine}: {missed} not FAIL\n{explain(outcome)}"
+    assert case.says in results[case.catches[0]].summary, explain(outcome)
     assert outcome.verdict is verdict_module.Verdict.FAIL, explain(outcome)
 
 
