@@ -135,6 +135,25 @@ def is_commit_point(hit: history_module.BoundaryHit) -> bool:
     return not is_before_commit(hit) and hit.point not in AFTER_EXTERNAL_CALL
 
 
+def commit_sent(history: history_module.TrialHistory) -> dict[int, int]:
+    """Commit hit seq -> seq of the `:before_commit` twin after which its COMMIT was sent.
+
+    The engine reports `X:before_commit`, sends COMMIT and reports `X` once the answer is
+    back: the commit happened somewhere in between, and a slow link stretches that window
+    (an answer delayed past the lease arrives after another worker claimed the run). A
+    commit hit without a twin is its own bound.
+    """
+    twins: dict[tuple[str | None, int | None, str], int] = {}
+    sent: dict[int, int] = {}
+    for hit in run_hits(history):
+        key = (hit.worker_id, hit.pid, boundaries.base_name(hit.point))
+        if is_before_commit(hit):
+            twins[key] = hit.seq
+        elif is_commit_point(hit):
+            sent[hit.seq] = twins.pop(key, hit.seq)
+    return sent
+
+
 def detail_int(hit: history_module.BoundaryHit, name: str) -> int | None:
     value = hit.detail.get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -247,7 +266,7 @@ def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
         if fault.action not in COMMIT_FAULTS or not fault.ok:
             continue
         hit = fault_hit(history, fault)
-        heal = heals.get(fault.step)
+        heal = heals.get(fault.step or "")
         if hit is None or heal is None or not is_before_commit(hit):
             continue
         if heal.observed.get("transaction") == "committed":

@@ -1,8 +1,10 @@
 """`lease.fencing`: a worker that lost its lease commits nothing afterwards.
 
 A worker W loses the lease when another worker claims the run while W is alive; from then
-until W claims again, W must report no commit point, and (with engine tables) write no
-event. Calls to the world by a stale worker cannot be attributed to it: not judged here.
+until W claims again, W must send no COMMIT (judged from its commit hits: the COMMIT left
+after the hit's `:before_commit` twin), and (with engine tables) write no event. A commit
+whose COMMIT was already in flight at the claim may have landed first: not judged from
+hits. Calls to the world by a stale worker cannot be attributed to it: not judged here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def _from_hits(history: history_module.TrialHistory, failures: list[str], notes:
     fenced: dict[str, history_module.BoundaryHit] = {}  # worker -> claim that fenced it
     handovers = 0
     unattributed = 0
+    sent = facts.commit_sent(history)
     for hit in facts.run_hits(history):
         worker = hit.worker_id
         if worker is None:
@@ -57,10 +60,18 @@ def _from_hits(history: history_module.TrialHistory, failures: list[str], notes:
             holder = worker
             continue
         if worker in fenced and facts.is_commit_point(hit):
-            failures.append(
-                f"{worker} committed {facts.describe_hit(hit)} after losing its lease at "
-                f"{facts.describe_hit(fenced[worker])}"
-            )
+            claim = fenced[worker]
+            if sent.get(hit.seq, hit.seq) > claim.seq:
+                failures.append(
+                    f"{worker} committed {facts.describe_hit(hit)} after losing its lease at "
+                    f"{facts.describe_hit(claim)}"
+                )
+            else:
+                notes.append(
+                    f"{worker}'s COMMIT of {facts.describe_hit(hit)} was in flight when "
+                    f"{facts.describe_hit(claim)} happened (sent after hit seq "
+                    f"{sent[hit.seq]}): it may have landed first, not judged from hits"
+                )
     if unattributed:
         notes.append(f"{unattributed} hits name no worker and were not judged")
     return handovers

@@ -7,6 +7,7 @@ two observations `k` versions apart the phase must be reachable in exactly `k` s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from harness import history as history_module
@@ -32,44 +33,74 @@ def reachable(phase: str, steps: int) -> frozenset[str]:
     return current
 
 
-def _judge(
-    observations: Iterable[tuple[int, str | None, str]], source: str, failures: list[str]
-) -> int:
-    """(version, phase, where) in order; returns how many were judged."""
-    previous: tuple[int, str | None, str] | None = None
+Observation = tuple[int, str | None, str]  # (version, phase, where)
+
+
+def _compare(previous: Observation, current: Observation, source: str) -> str | None:
+    """What is wrong with `current` committed after `previous`, if anything."""
+    old_version, old_phase, old_where = previous
+    version, phase, where = current
+    if version < old_version:
+        return (
+            f"{source}: version went down from {old_version} ({old_where}) to {version} ({where})"
+        )
+    if version == old_version and phase != old_phase and None not in (phase, old_phase):
+        return (
+            f"{source}: version {version} has phase {old_phase} ({old_where}) and {phase} ({where})"
+        )
+    if version > old_version and old_phase and phase:
+        if phase not in reachable(old_phase, version - old_version):
+            return (
+                f"{source}: {old_phase} v{old_version} ({old_where}) -> {phase} "
+                f"v{version} ({where}) is not an allowed transition"
+            )
+    return None
+
+
+def _judge(observations: Iterable[Observation], source: str, failures: list[str]) -> int:
+    """Observations in commit order; returns how many were judged."""
+    previous: Observation | None = None
     count = 0
-    for version, phase, where in observations:
+    for current in observations:
         count += 1
-        if previous is not None:
-            old_version, old_phase, old_where = previous
-            if version < old_version:
-                failures.append(
-                    f"{source}: version went down from {old_version} ({old_where}) to "
-                    f"{version} ({where})"
-                )
-            elif version == old_version and phase != old_phase and None not in (phase, old_phase):
-                failures.append(
-                    f"{source}: version {version} has phase {old_phase} ({old_where}) and "
-                    f"{phase} ({where})"
-                )
-            elif version > old_version and old_phase and phase:
-                if phase not in reachable(old_phase, version - old_version):
-                    failures.append(
-                        f"{source}: {old_phase} v{old_version} ({old_where}) -> {phase} "
-                        f"v{version} ({where}) is not an allowed transition"
-                    )
-        previous = (version, phase, where)
+        if previous is not None and (failure := _compare(previous, current, source)):
+            failures.append(failure)
+        previous = current
     return count
 
 
-def _from_hits(history: history_module.TrialHistory) -> list[tuple[int, str | None, str]]:
+@dataclasses.dataclass(frozen=True)
+class _Committed:
+    observation: Observation
+    sent: int  # seq after which its COMMIT left (the `:before_commit` twin)
+    acknowledged: int  # seq of the hit itself
+
+
+def _judge_hits(commits: list[_Committed], failures: list[str]) -> int:
+    """Each commit against the last one certainly committed before it.
+
+    Commits are ordered by when their COMMIT left; one whose acknowledgement came back
+    only after another COMMIT left (a slow link) may have landed on either side of it,
+    so the two are not compared.
+    """
+    ordered = sorted(commits, key=lambda commit: commit.sent)
+    for index, current in enumerate(ordered):
+        before = [other for other in ordered[:index] if other.acknowledged < current.sent]
+        if before and (failure := _compare(before[-1].observation, current.observation, "hits")):
+            failures.append(failure)
+    return len(ordered)
+
+
+def _from_hits(history: history_module.TrialHistory) -> list[_Committed]:
+    sent = facts.commit_sent(history)
     found = []
     for hit in facts.run_hits(history):
         version = facts.detail_int(hit, "frontier_version")
         if facts.is_before_commit(hit) or version is None:
             continue
         phase = hit.detail.get("phase")
-        found.append((version, phase if isinstance(phase, str) else None, facts.describe_hit(hit)))
+        observation = (version, phase if isinstance(phase, str) else None, facts.describe_hit(hit))
+        found.append(_Committed(observation, sent.get(hit.seq, hit.seq), hit.seq))
     return found
 
 
@@ -98,7 +129,7 @@ def _from_table(
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     failures: list[str] = []
     notes: list[str] = []
-    judged_hits = _judge(_from_hits(history), "hits", failures)
+    judged_hits = _judge_hits(_from_hits(history), failures)
     judged_rows = _judge(_from_table(history, failures), "checkpoints", failures)
     reports = [
         (report.frontier.version, report.frontier.phase, f"report snapshot {index}")

@@ -120,3 +120,38 @@ def test_engine_events_after_the_takeover_fail() -> None:
         "event id 4 kind tool.settled by w-1 (lease_epoch 1) written after w-1 lost its lease "
         "at event id 3 kind run.claimed by w-2 (lease_epoch 2)"
     )
+
+
+def slow_ack_after_takeover() -> tuple[builders.Trial, dict[str, object]]:
+    """w-1 sends the COMMIT of turn 1's decision over a slow link; the answer comes back
+    only after w-2 claimed the run (the lease lapsed meanwhile) and moved on."""
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    trial.hit("tools.pending:before_commit", turn=1)
+    trial.fault("latency", trial.last_hit())
+    decided = {"frontier_version": trial.version + 1, "phase": "tools_pending", "turn": 1}
+    trial.version += 1
+    trial.phase = "tools_pending"
+    trial.claim("w-2")
+    trial.run_tool("call_refund")
+    return trial, decided
+
+
+def test_a_commit_in_flight_at_the_takeover_is_not_judged_from_hits() -> None:
+    trial, decided = slow_ack_after_takeover()
+    late = trial.hit("tools.pending", worker="w-1", **decided)  # the late acknowledgement
+    result = fencing.check(trial.build())
+    assert result.verdict is V.PASS
+    assert (
+        f"w-1's COMMIT of tools.pending#2 by w-1 (hit seq {late.seq}, t={late.t:.3f}) was in "
+        "flight when run.claimed#2 by w-2" in builders.evidence(result)
+    )
+
+
+def test_a_commit_sent_after_the_takeover_still_fails() -> None:
+    trial, _ = slow_ack_after_takeover()
+    trial.worker = "w-1"
+    trial.checkpoint("model.ready", "model_ready")  # its next transition: COMMIT sent late
+    result = fencing.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith("w-1 committed model.ready#")

@@ -122,3 +122,31 @@ def test_report_snapshots_going_back_fail() -> None:
     result = frontier.check(trial.build())
     assert result.verdict is V.FAIL
     assert "reports: version went down from 99" in result.summary
+
+
+def test_a_late_acknowledgement_is_placed_where_its_commit_was_sent() -> None:
+    """w-1's decision (v5) committed before w-2 claimed, but its answer crossed a slow link
+    and arrived after w-2's v6 and v7: by report order the version went down; it did not."""
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    trial.hit("tools.pending:before_commit", turn=1)
+    decided = {"frontier_version": trial.version + 1, "phase": "tools_pending"}
+    trial.version += 1
+    trial.phase = "tools_pending"
+    trial.claim("w-2")
+    trial.run_tool("call_refund")
+    trial.close_round()
+    trial.hit("tools.pending", worker="w-1", **decided)
+    result = frontier.check(trial.build())
+    assert result.verdict is V.PASS, result.summary
+
+
+def test_a_stale_commit_sent_after_newer_ones_still_fails() -> None:
+    trial = builders.first_round(builders.Trial())
+    trial.claim("w-2")
+    trial.model_turn(1)
+    trial.hit("tools.pending:before_commit", worker="w-1")  # COMMIT sent after v6 landed
+    stale = trial.hit("tools.pending", worker="w-1", frontier_version=4, phase="model_ready")
+    result = frontier.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert f"to 4 (tools.pending#{stale.occurrence} by w-1 (hit seq {stale.seq}" in result.summary
