@@ -27,6 +27,11 @@ CASES = [
     ("sink_no_query", ["kill@run.finished:before_commit#1"]),
     # the commit of the decision landed but its acknowledgement never came back
     ("refund", ["commit_lost@tools.pending:before_commit#2"]),
+    # the terminal COMMIT landed unheard: re-read, never deliver again
+    ("sink_no_query", ["commit_lost@run.finished:before_commit#1"]),
+    # a COMMIT's answer crossed a slow link and came back after another worker took over
+    # (the checkers once judged that commit by when its answer arrived)
+    ("effect_then_fail", ["latency@tools.pending:before_commit#1"]),
     # Postgres restarted under a started refund (reports failed while it was down)
     ("refund", ["pg_restart@tool.started#2"]),
     # the last unpaused worker was paused: nobody could adopt the run
@@ -53,3 +58,29 @@ def test_reference_engine_passes(
         [f"{r.invariant} {r.verdict.value}: {r.summary}" for r in outcome.failing]
         + [f"rerun: {outcome.repro}"]
     )
+
+
+@pytest.mark.parametrize(
+    "action,fate", [("commit_lost", "committed"), ("commit_dropped", "aborted")]
+)
+def test_a_lost_commit_fault_strikes_the_commit_itself(
+    lab: lab_module.Lab, tmp_path: pathlib.Path, action: str, fate: str
+) -> None:
+    """commit_lost: Postgres commits, the engine never hears it; commit_dropped: the COMMIT
+    never arrives. The heal reads which by xid, and the engine survives both."""
+    steps = [plan.parse_fault(f"{action}@tools.pending:before_commit#1")]
+    spec = trial.TrialSpec(
+        scenario=scenario.find("refund"),
+        plan=steps,
+        label=plan.plan_label(steps),
+        scenario_ref="refund",
+    )
+    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    heals = [
+        fault
+        for fault in outcome.history.faults()
+        if fault.action == "heal" and fault.step == steps[0].label()
+    ]
+    assert [heal.observed.get("transaction") for heal in heals] == [fate], outcome.repro
+    assert len(heals[0].observed["xids"]) == 1
+    assert outcome.verdict is verdict.Verdict.PASS, outcome.repro
