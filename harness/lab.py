@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness import errors, postgres, spawner
+from harness import gate as gate_module
 from harness.engines import adapter as adapter_module
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class Lab:
         toxiproxy: Any | None,
         toxiproxy_note: str,
         forkserver: spawner.ForkServer | None = None,
+        gate: gate_module.SharedExclusive | None = None,
     ) -> None:
         self.pg = pg
         self.engine = engine
@@ -36,6 +38,8 @@ class Lab:
         self.toxiproxy = toxiproxy  # harness.proxy.Toxiproxy client, or None
         self.toxiproxy_note = toxiproxy_note
         self.forkserver = forkserver
+        # Trials on this Postgres hold it shared; one that restarts it holds it alone.
+        self.gate = gate or gate_module.SharedExclusive()
 
     def with_engine(self, engine: adapter_module.EngineAdapter) -> Lab:
         """The same Postgres, Toxiproxy and template driving another engine's workers.
@@ -51,6 +55,7 @@ class Lab:
             toxiproxy=self.toxiproxy,
             toxiproxy_note=self.toxiproxy_note,
             forkserver=shared if engine.preload else None,
+            gate=self.gate,
         )
 
     def clone_database(self, name: str) -> str:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from harness import boundaries, plan
 from harness import lab as lab_module
@@ -72,12 +71,9 @@ def run_matrix(
             if points and boundaries.base_name(steps[0].point) not in points:
                 continue
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
-    gate = _SharedExclusive()
 
     def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
-        exclusive = any(step.action == "pg_restart" for step in spec.plan)
-        with gate.hold(exclusive=exclusive):
-            outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+        outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone
         counter.done(outcome)
         return outcome
 
@@ -99,34 +95,6 @@ class _Counter:
             self._done += 1
             if self._progress:
                 self._progress(outcome, self._done, None)
-
-
-class _SharedExclusive:
-    """Many trials at once, or one exclusive trial alone."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-
-    @contextlib.contextmanager
-    def hold(self, *, exclusive: bool) -> Iterator[None]:
-        with self._condition:
-            if exclusive:
-                self._condition.wait_for(lambda: not self._exclusive and self._shared == 0)
-                self._exclusive = True
-            else:
-                self._condition.wait_for(lambda: not self._exclusive)
-                self._shared += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                if exclusive:
-                    self._exclusive = False
-                else:
-                    self._shared -= 1
-                self._condition.notify_all()
 
 
 # FAIL is the most important news, then ERROR, then INCONCLUSIVE (as checkers.combine).

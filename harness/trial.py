@@ -116,8 +116,10 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         run_key=f"{spec.scenario.name}-{trial_id}",
         started_at=time.time(),
     )
+    restarts_postgres = any(step.action == "pg_restart" for step in spec.plan)
     try:
-        _execute(lab, spec, trial, directory)
+        with lab.gate.hold(exclusive=restarts_postgres):
+            _execute(lab, spec, trial, directory)
     except Exception as error:  # the harness or the environment broke: ERROR, never PASS
         log.exception("trial %s failed to run", trial_id)
         trial.harness_error = f"{type(error).__name__}: {error}"
