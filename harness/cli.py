@@ -15,7 +15,6 @@ import rich.progress
 
 from harness import (
     boundaries,
-    checkers,
     errors,
     report,
     run_report,
@@ -246,8 +245,7 @@ def analyze(directory: str) -> None:
     verdicts = []
     for path in store.find_trials(pathlib.Path(directory)):
         trial = store.read_history(path / "history.jsonl")
-        results = checkers.check_all(trial)
-        verdict = checkers.trial_verdict(trial, results)
+        results, verdict = trial_module.judge(trial)
         verdicts.append(verdict)
         console.print(f"[bold]{path}[/]")
         _print_results(results, verdict)

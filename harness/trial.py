@@ -124,9 +124,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         log.exception("trial %s failed to run", trial_id)
         trial.harness_error = f"{type(error).__name__}: {error}"
     trial.ended_at = time.time()
-    results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
-    results.append(_plan_result(trial))
-    verdict = checkers.trial_verdict(trial, results)
+    results, verdict = judge(trial)
     repro = repro_command(spec)
     store.write_trial(
         directory,
@@ -143,6 +141,16 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         directory=directory,
         repro=repro,
     )
+
+
+def judge(
+    trial: history.TrialHistory,
+) -> tuple[list[verdict_module.CheckResult], verdict_module.Verdict]:
+    """Every invariant (black-box aware) plus plan.applied, and the trial's verdict: the
+    same judgement live and when a stored trial is analysed again."""
+    results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
+    results.append(_plan_result(trial))
+    return results, checkers.trial_verdict(trial, results)
 
 
 def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:

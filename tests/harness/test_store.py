@@ -68,3 +68,37 @@ def test_corrupt_history_names_the_line(tmp_path):
 def test_find_trials_without_any_is_an_error(tmp_path):
     with pytest.raises(errors.CrashcertError, match="no trial directory"):
         store.find_trials(tmp_path)
+
+
+def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
+    """analyze re-judges with the live trial's rules: black-box reading and plan.applied."""
+    from harness import trial as trial_module
+    from harness.checkers import verdict
+
+    stored = _history().model_copy(
+        update={
+            "plan": [history.FaultStep(point="world:reply.accepted")],
+            "events": [
+                history.BoundaryHit(
+                    seq=1,
+                    t=1.0,
+                    point="world:reply.accepted",
+                    occurrence=1,
+                    run_id=None,
+                    worker_id=None,
+                    pid=None,
+                ),
+                history.FaultApplied(
+                    seq=2, t=1.1, action="kill", step="kill@world:reply.accepted#1"
+                ),
+            ],
+            "engine_tables": {},
+        }
+    )
+    store.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
+    results, _ = trial_module.judge(store.read_history(tmp_path / "history.jsonl"))
+    by_id = {result.invariant: result for result in results}
+    assert by_id["plan.applied"].verdict is verdict.Verdict.PASS
+    # no engine hit: handovers are invisible, so fencing cannot PASS on a black box
+    assert by_id["lease.fencing"].verdict is verdict.Verdict.INCONCLUSIVE
+    assert "handovers are invisible" in by_id["lease.fencing"].summary
