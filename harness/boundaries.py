@@ -69,6 +69,17 @@ def is_known(point: str) -> bool:
     return point in set(all_points())
 
 
+POINT_REF = re.compile(r"^(?P<point>[a-z._:]+)(#(?P<occurrence>\d+))?$")
+
+
+def parse_ref(text: str) -> tuple[str, int] | None:
+    """`tool.settled#2` -> ("tool.settled", 2); `reply.ready` -> (.., 1); None if unknown."""
+    match = POINT_REF.match(text.strip())
+    if not match or not is_known(match["point"]):
+        return None
+    return match["point"], int(match["occurrence"] or 1)
+
+
 # Black-box points (harness/CONTRACT.md section 6): the world, not the engine, reports them.
 # `world:<event>` when the world answers a model call, applies a tool effect (its response
 # not yet sent) or accepts a reply; `time:+<seconds>s` after the first model answer.

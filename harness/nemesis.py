@@ -2,7 +2,9 @@
 
 The plan says which fault where (point and occurrence); the nemesis carries it out from the
 control channel's thread while the reporting worker is blocked, records what it did, and
-heals what it broke: after `params.heal_after_s`, or at the latest when the trial ends.
+heals what it broke: after `params.heal_after_s`, when any worker reports `params.heal_at`
+(a point, e.g. `tool.settled#1`; the deadline is then longer), or at the latest when the
+trial ends.
 
 - kill: SIGKILL the worker's process group; a standby (or a fresh) worker recovers.
 - pause: SIGSTOP past the lease until another worker adopts the run; then SIGCONT (a zombie).
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Defaults, in leases: long enough for the lease to lapse and another worker to adopt.
 DEFAULT_HEAL_LEASES = 2.5
+# With `heal_at`, the deadline that heals anyway if the point never comes.
+HEAL_AT_DEADLINE_LEASES = 10
 PAUSE_MAX_LEASES = 20
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
 ADOPTER_PROGRESS = frozenset(
@@ -72,10 +76,16 @@ class Nemesis:
         self._dsn = dsn
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []
+        self._heal_at: list[tuple[tuple[str, int], Heal]] = []  # (point, occurrence), heal
         self._closed = False
 
     def on_hit(self, hit: history.BoundaryHit) -> None:
         """Control-channel policy: runs while the reporting worker is blocked."""
+        with self._lock:
+            mend = [heal for at, heal in self._heal_at if at == (hit.point, hit.occurrence)]
+            self._heal_at = [item for item in self._heal_at if item[1] not in mend]
+        for heal in mend:  # before this worker goes on
+            heal()
         with self._lock:
             due = [
                 step
@@ -108,7 +118,9 @@ class Nemesis:
         if worker is None and step.action != "pg_restart":
             self._record(step.action, step, hit, ok=False, note="no worker of ours reported it")
             return
-        heal_after = float(step.params.get("heal_after_s", DEFAULT_HEAL_LEASES * self._lease_s))
+        heal_at = boundaries.parse_ref(str(step.params.get("heal_at", "")))
+        deadline = HEAL_AT_DEADLINE_LEASES if heal_at else DEFAULT_HEAL_LEASES
+        heal_after = float(step.params.get("heal_after_s", deadline * self._lease_s))
         if step.action == "kill":
             assert worker is not None
             worker.kill()
@@ -123,7 +135,7 @@ class Nemesis:
         elif step.action == "pg_restart":
             self._pg.stop_immediate()
             self._record("pg_restart", step, hit, ok=True, note="pg_ctl stop -m immediate")
-            self._schedule(heal_after, self._pg_start(step, hit), "pg_start")
+            self._schedule(heal_after, self._pg_start(step, hit), "pg_start", at=heal_at)
         else:
             proxy = self._proxy(hit)
             if proxy is None:
@@ -136,7 +148,7 @@ class Nemesis:
             self._record(
                 step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=observed
             )
-            self._schedule(heal_after, self._healer(step, hit, heal, xids), "heal")
+            self._schedule(heal_after, self._healer(step, hit, heal, xids), "heal", at=heal_at)
 
     def _restart_same_id(
         self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any
@@ -247,12 +259,14 @@ class Nemesis:
             return postgres.xact.UNKNOWN, "no database to ask"
         return postgres.xact.fate(self._dsn, xids)
 
-    def _schedule(self, delay_s: float, heal: Heal, name: str) -> None:
-        done = threading.Event()
+    def _schedule(
+        self, delay_s: float, heal: Heal, name: str, *, at: tuple[str, int] | None = None
+    ) -> None:
+        """Heal after `delay_s`, or earlier when a worker reports `at`; only once."""
+        first = threading.Lock()  # the timer and a worker's hit may race to heal
 
         def once() -> None:
-            if not done.is_set():
-                done.set()
+            if first.acquire(blocking=False):
                 try:
                     heal()
                 except Exception:  # a failed heal must not kill the timer thread silently
@@ -265,6 +279,8 @@ class Nemesis:
                 once()
                 return
             self._heals.append((timer, once, name))
+            if at is not None:
+                self._heal_at.append((at, once))
         timer.start()
 
     def _record(

@@ -15,7 +15,7 @@ from harness import boundaries, errors, history
 
 FAULT_SYNTAX = re.compile(
     r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?"
-    r"(\?(?P<params>[a-z_]+=[A-Za-z0-9_.-]+(&[a-z_]+=[A-Za-z0-9_.-]+)*))?$"
+    r"(\?(?P<params>[a-z_]+=[A-Za-z0-9_.:#-]+(&[a-z_]+=[A-Za-z0-9_.:#-]+)*))?$"
 )
 MATRIX_FAULTS = (
     "kill",
@@ -26,6 +26,8 @@ MATRIX_FAULTS = (
     "latency",
     "pg_restart",
 )
+# Faults that break something the nemesis mends later (`heal_after_s`, or `heal_at` a point).
+HEALED_FAULTS = frozenset({"db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart"})
 # Faults that only mean something while a transaction waits for its COMMIT.
 COMMIT_FAULTS = frozenset({"commit_lost", "commit_dropped"})
 # After the terminal commit no lease is held: pausing or cutting there proves nothing new.
@@ -35,7 +37,8 @@ HOLDS_LEASE_UNTIL = "run.finished"
 def parse_fault(text: str) -> history.FaultStep:
     """`kill@tools.pending#1` -> FaultStep(kill, tools.pending, 1).
 
-    Params follow a `?`: `kill@run.claimed#1?same_worker_id=true`, `db_cut@...?heal_after_s=2`.
+    Params follow a `?`: `kill@run.claimed#1?same_worker_id=true`, `db_cut@...?heal_after_s=2`,
+    `db_cut@...?heal_at=tool.settled#1` (heal when any worker reports that point).
     """
     match = FAULT_SYNTAX.match(text.strip())
     if not match:
@@ -51,7 +54,7 @@ def parse_fault(text: str) -> history.FaultStep:
             f"{', '.join(boundaries.WORLD_POINTS)}, time:+SECONDSs"
         )
     try:
-        return history.FaultStep(
+        step = history.FaultStep(
             action=match["action"],  # type: ignore[arg-type]
             point=point,
             occurrence=int(match["occurrence"] or 1),
@@ -59,6 +62,24 @@ def parse_fault(text: str) -> history.FaultStep:
         )
     except ValueError as error:
         raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+    _check_heal_at(text, step)
+    return step
+
+
+def _check_heal_at(text: str, step: history.FaultStep) -> None:
+    """`db_cut@tools.pending#1?heal_at=tool.settled#1`: heal when any worker reports that."""
+    heal_at = step.params.get("heal_at")
+    if heal_at is None:
+        return
+    if step.action not in HEALED_FAULTS:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: heal_at only applies to {', '.join(sorted(HEALED_FAULTS))}"
+        )
+    if boundaries.parse_ref(str(heal_at)) is None:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: heal_at={heal_at} is not a known point "
+            "(e.g. heal_at=tool.settled#1)"
+        )
 
 
 def _params(text: str | None) -> dict[str, Any]:

@@ -84,3 +84,29 @@ def test_a_lost_commit_fault_strikes_the_commit_itself(
     assert [heal.observed.get("transaction") for heal in heals] == [fate], outcome.repro
     assert len(heals[0].observed["xids"]) == 1
     assert outcome.verdict is verdict.Verdict.PASS, outcome.repro
+
+
+def test_a_cut_heals_when_a_later_point_is_reported(
+    lab: lab_module.Lab, tmp_path: pathlib.Path
+) -> None:
+    """`heal_at`: the database stays cut for the first worker until its successor has
+    settled the lookup, then heals while that worker waits at the point."""
+    steps = [plan.parse_fault("db_cut@tools.pending#1?heal_at=tool.settled#1")]
+    spec = trial.TrialSpec(
+        scenario=scenario.find("refund"),
+        plan=steps,
+        label=plan.plan_label(steps),
+        scenario_ref="refund",
+    )
+    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    events = outcome.history.events
+    settled = next(
+        event
+        for event in outcome.history.boundary_hits()
+        if (event.point, event.occurrence) == ("tool.settled", 1)
+    )
+    heal = next(event for event in outcome.history.faults() if event.action == "heal")
+    # recorded while the worker that reported tool.settled#1 was still held there
+    later = [e for e in events if e.seq > settled.seq and getattr(e, "worker_id", None)]
+    assert heal.seq > settled.seq and later[0] is heal, outcome.repro
+    assert outcome.verdict is verdict.Verdict.PASS, outcome.repro

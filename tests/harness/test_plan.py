@@ -14,6 +14,16 @@ def test_parse_fault():
     assert step.label() == "kill@tool.started:before_commit#2"
 
 
+def test_a_heal_point_rides_on_the_step_and_its_label():
+    text = "db_cut@tools.pending#1?heal_at=tool.settled:before_commit#2"
+    step = plan.parse_fault(text)
+    assert step.params == {"heal_at": "tool.settled:before_commit#2"}
+    assert step.label() == text
+    assert plan.parse_fault(step.label()) == step
+    assert boundaries.parse_ref(step.params["heal_at"]) == ("tool.settled:before_commit", 2)
+    assert boundaries.parse_ref("reply.ready") == ("reply.ready", 1)
+
+
 @pytest.mark.parametrize(
     "text,problem",
     [
@@ -21,6 +31,8 @@ def test_parse_fault():
         ("kill@tools.pendng#1", "unknown point 'tools.pendng'"),
         ("explode@tools.pending#1", "bad fault"),
         ("kill@tools.pending#0", "bad fault"),
+        ("kill@tools.pending#1?heal_at=tool.settled#1", "heal_at only applies to commit_dropped"),
+        ("db_cut@tools.pending#1?heal_at=tool.setled#1", "heal_at=tool.setled#1 is not a known"),
     ],
 )
 def test_parse_fault_rejects_bad_input_clearly(text, problem):
