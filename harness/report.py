@@ -27,7 +27,10 @@ def _cell_point(outcome: trial_module.TrialOutcome) -> str:
     """The column of a trial: the base boundary of its first fault, or baseline."""
     if not outcome.spec.plan:
         return "baseline"
-    return boundaries.base_name(outcome.spec.plan[0].point)
+    point = outcome.spec.plan[0].point
+    if boundaries.time_point_seconds(point) is not None:
+        return "time:+Ns"  # one row for every moment a time kill was drawn at
+    return boundaries.base_name(point)
 
 
 def print_summary(
@@ -43,7 +46,10 @@ def print_summary(
         name = outcome.spec.scenario.name
         if name not in scenarios:
             scenarios.append(name)
-        cells[(name, _cell_point(outcome))].append(outcome.verdict)
+        point = _cell_point(outcome)
+        cells[(name, point)].append(outcome.verdict)
+        if point not in rows:
+            rows.append(point)  # black-box points (world:..., time:...) after the boundaries
     # Boundaries down, scenarios across: 13 rows stay readable however many scenarios.
     table = rich.table.Table(title="boundary x scenario: trials per verdict (P pass, F fail, ...)")
     table.add_column("boundary")
