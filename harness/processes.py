@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
-from harness import errors, spawner
-from harness.postgres import reaper
+from harness import errors, reaper, spawner
 
 DEATH_TIMEOUT_S = 5.0
 TERM_GRACE_S = 2.0

@@ -29,8 +29,8 @@ import typing
 
 import psutil
 
-from harness import errors, proxy
-from harness.postgres import containers, embedded, reaper
+from harness import errors, proxy, reaper
+from harness.postgres import containers, embedded
 
 VERSION = "2.12.0"
 GO_PACKAGE = "github.com/Shopify/toxiproxy/v2/cmd/server"

@@ -30,8 +30,8 @@ import tempfile
 
 import psutil
 
-from harness import errors
-from harness.postgres import accounts, admin, binaries, dsn, reaper, server
+from harness import errors, reaper
+from harness.postgres import accounts, admin, binaries, dsn, server
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60
