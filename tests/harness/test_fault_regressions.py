@@ -45,15 +45,19 @@ def lab() -> Iterator[lab_module.Lab]:
         yield opened
 
 
-@pytest.mark.parametrize("name,faults", CASES, ids=[f"{n}:{'+'.join(f)}" for n, f in CASES])
-def test_reference_engine_passes(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
-) -> None:
+def run(lab: lab_module.Lab, out: pathlib.Path, name: str, faults: list[str]) -> trial.TrialOutcome:
     steps = [plan.parse_fault(text) for text in faults]
     spec = trial.TrialSpec(
         scenario=scenario.find(name), plan=steps, label=plan.plan_label(steps), scenario_ref=name
     )
-    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    return trial.run_trial(lab, spec, out_dir=out)
+
+
+@pytest.mark.parametrize("name,faults", CASES, ids=[f"{n}:{'+'.join(f)}" for n, f in CASES])
+def test_reference_engine_passes(
+    lab: lab_module.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
+) -> None:
+    outcome = run(lab, tmp_path, name, faults)
     assert outcome.verdict is verdict.Verdict.PASS, "\n".join(
         [f"{r.invariant} {r.verdict.value}: {r.summary}" for r in outcome.failing]
         + [f"rerun: {outcome.repro}"]
@@ -68,18 +72,12 @@ def test_a_lost_commit_fault_strikes_the_commit_itself(
 ) -> None:
     """commit_lost: Postgres commits, the engine never hears it; commit_dropped: the COMMIT
     never arrives. The heal reads which by xid, and the engine survives both."""
-    steps = [plan.parse_fault(f"{action}@tools.pending:before_commit#1")]
-    spec = trial.TrialSpec(
-        scenario=scenario.find("refund"),
-        plan=steps,
-        label=plan.plan_label(steps),
-        scenario_ref="refund",
-    )
-    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    fault = f"{action}@tools.pending:before_commit#1"
+    outcome = run(lab, tmp_path, "refund", [fault])
     heals = [
-        fault
-        for fault in outcome.history.faults()
-        if fault.action == "heal" and fault.step == steps[0].label()
+        event
+        for event in outcome.history.faults()
+        if event.action == "heal" and event.step == fault
     ]
     assert [heal.observed.get("transaction") for heal in heals] == [fate], outcome.repro
     assert len(heals[0].observed["xids"]) == 1
@@ -91,14 +89,7 @@ def test_a_cut_heals_when_a_later_point_is_reported(
 ) -> None:
     """`heal_at`: the database stays cut for the first worker until its successor has
     settled the lookup, then heals while that worker waits at the point."""
-    steps = [plan.parse_fault("db_cut@tools.pending#1?heal_at=tool.settled#1")]
-    spec = trial.TrialSpec(
-        scenario=scenario.find("refund"),
-        plan=steps,
-        label=plan.plan_label(steps),
-        scenario_ref="refund",
-    )
-    outcome = trial.run_trial(lab, spec, out_dir=tmp_path)
+    outcome = run(lab, tmp_path, "refund", ["db_cut@tools.pending#1?heal_at=tool.settled#1"])
     events = outcome.history.events
     settled = next(
         event
