@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+from collections.abc import Callable
 
 from harness import boundaries
 from harness import history as history_module
@@ -32,16 +33,28 @@ class Decision:
 
 @dataclasses.dataclass(frozen=True)
 class _Commit:
-    t: float
+    t: float  # certainly durable by then (its acknowledgement came back)
     where: str
     turn: int | None  # detail.turn when the engine gave it
     lost_ack: bool = False
+    sent_t: float | None = None  # when its COMMIT left, if earlier (a slow answer)
+
+    def overlaps(self, start: float, end: float) -> bool:
+        """Whether it may have committed inside (start, end)."""
+        return start < self.t and (self.t if self.sent_t is None else self.sent_t) < end
 
 
 def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
     """Decision hits, and decisions that committed though a fault dropped their ack."""
+    sent = facts.commit_sent(history)
+    times = {hit.seq: hit.t for hit in facts.run_hits(history)}
     commits = [
-        _Commit(hit.t, facts.describe_hit(hit), facts.detail_int(hit, "turn"))
+        _Commit(
+            hit.t,
+            facts.describe_hit(hit),
+            facts.detail_int(hit, "turn"),
+            sent_t=times.get(sent.get(hit.seq, hit.seq)),
+        )
         for hit in facts.run_hits(history)
         if hit.point in facts.DECISION_POINTS
     ]
@@ -64,9 +77,10 @@ def decisions(
 ) -> dict[int, Decision]:
     """turn -> the hit where its decision was committed (tools.pending or reply.ready).
 
-    `detail.turn` is used when every labelled decision hit agrees with the ledger (it
-    falls between the first answer of its turn and the first request of a later turn);
-    otherwise the engine numbers turns differently and time order decides.
+    `detail.turn` is used when every labelled decision hit agrees with the ledger (it may
+    have committed between the first answer of its turn and the first request of a later
+    turn: a COMMIT whose answer crossed a slow link counts from when it left); otherwise
+    the engine numbers turns differently and time order decides.
     """
     notes = notes if notes is not None else []
     answered = _by_turn(facts.model_requests(history, answered_only=True))
@@ -79,9 +93,7 @@ def decisions(
         return first, min(later, default=math.inf)
 
     labelled = [(hit, hit.turn) for hit in hits if hit.turn is not None]
-    disagreeing = [
-        (hit, turn) for hit, turn in labelled if not span(turn)[0] < hit.t < span(turn)[1]
-    ]
+    disagreeing = [(hit, turn) for hit, turn in labelled if not hit.overlaps(*span(turn))]
     trust = bool(labelled) and not disagreeing
     if disagreeing:
         hit, turn = disagreeing[0]
@@ -95,11 +107,16 @@ def decisions(
         for hit in hits:
             if trust and hit.turn not in (None, turn):
                 continue
-            if first < hit.t < horizon:
+            if (hit.overlaps if trust else _acknowledged_within(hit))(first, horizon):
                 how = "detail.turn" if trust and hit.turn is not None else "time order"
                 found[turn] = Decision(turn, hit.t, hit.where, "lost ack" if hit.lost_ack else how)
                 break
     return found
+
+
+def _acknowledged_within(commit: _Commit) -> Callable[[float, float], bool]:
+    """Without trusted turn labels only the acknowledgement's time places a decision."""
+    return lambda start, end: start < commit.t < end
 
 
 def check_once_after_decision(history: history_module.TrialHistory) -> verdict.CheckResult:

@@ -211,3 +211,39 @@ def test_no_model_request_while_the_run_is_not_over_is_inconclusive() -> None:
     result = model.check_count(trial.build())
     assert result.verdict is V.INCONCLUSIVE
     assert result.summary == "no model request, and the run is not over (status pending)"
+
+
+def slow_decision_answer(*, recall: bool) -> builders.Trial:
+    """w-1's decision of turn 0 commits, but its answer crosses a slow link and arrives
+    after w-2 adopted the run and asked the model for turn 1 (and, if `recall`, for turn 0
+    again after the late answer)."""
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_call(0)
+    trial.hit("tools.pending:before_commit", turn=0)
+    decided = {"frontier_version": trial.version + 1, "phase": "tools_pending", "turn": 0}
+    trial.version += 1
+    trial.phase = "tools_pending"
+    trial.claim("w-2")
+    trial.run_tool("call_lookup")
+    trial.close_round()
+    trial.model_turn(1)
+    trial.hit("tools.pending", worker="w-1", **decided)
+    if recall:
+        trial.model_request(0)
+    return trial
+
+
+def test_a_decision_answered_late_still_names_its_turn() -> None:
+    result = model.check_once_after_decision(slow_decision_answer(recall=False).build())
+    assert result.verdict is V.PASS
+    evidence = builders.evidence(result)
+    assert "contradicts" not in evidence
+    assert "turn 0: decision at tools.pending#2 by w-1" in evidence
+    assert "(by detail.turn)" in evidence
+
+
+def test_a_model_call_after_a_late_answered_decision_fails() -> None:
+    result = model.check_once_after_decision(slow_decision_answer(recall=True).build())
+    assert result.verdict is V.FAIL
+    assert "turn 0: model request seq" in result.summary
