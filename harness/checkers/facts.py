@@ -226,10 +226,19 @@ def interruptions(history: history_module.TrialHistory) -> list[Interruption]:
 def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> list[Interruption]:
     """Interruptions that struck at an after-commit point of `window` (e.g. TOOL_WINDOW).
 
-    A `:before_commit` twin is outside: its transaction had not committed, so the window
-    had not opened yet.
+    A `:before_commit` twin is outside while its transaction has not committed: the window
+    had not opened yet. If it committed all the same (its answer came back late, or
+    Postgres says a lost acknowledgement's transaction committed), the interruption held
+    the worker inside the window that commit opened, and counts as struck there.
     """
-    return [item for item in interruptions(history) if item.hit and item.hit.point in window]
+    landed = set(commit_sent(history).values()) | {lost.hit.seq for lost in lost_acks(history)}
+
+    def point(hit: history_module.BoundaryHit) -> str:
+        if is_before_commit(hit) and hit.seq in landed:
+            return boundaries.base_name(hit.point)
+        return hit.point
+
+    return [item for item in interruptions(history) if item.hit and point(item.hit) in window]
 
 
 @dataclasses.dataclass(frozen=True)

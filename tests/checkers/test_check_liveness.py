@@ -107,6 +107,39 @@ def test_uncertain_delivery_after_a_kill_before_sending_began_fails() -> None:
     assert liveness.check(trial.build()).verdict is V.FAIL
 
 
+def held_at_the_sending_mark(*, landed: str | None) -> builders.Trial:
+    """A fault holds w-1 at reply.sending:before_commit; w-2 adopts and ends uncertain.
+
+    `landed`: how the harness learnt that the sending mark committed all the same: its
+    answer came back late ("late answer"), or Postgres said so after a lost ack ("xid").
+    """
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    trial.model_turn(2)
+    held = trial.hit("reply.sending:before_commit")
+    action = "commit_lost" if landed == "xid" else "latency"
+    fault = trial.fault(action, held)
+    trial.claim("w-2")
+    if landed == "late answer":
+        trial.hit("reply.sending", worker="w-1")
+    transaction = "committed" if landed == "xid" else "aborted"
+    trial.heal(fault, observed={"transaction": transaction, "xids": [9]})
+    trial.finish("delivery_uncertain")
+    return trial
+
+
+def test_uncertain_delivery_is_accepted_when_a_held_sending_mark_committed_anyway() -> None:
+    for landed in ("late answer", "xid"):
+        result = liveness.check(held_at_the_sending_mark(landed=landed).build())
+        assert result.verdict is V.PASS, (landed, builders.evidence(result))
+        assert "a fault struck in the delivery window" in builders.evidence(result)
+
+
+def test_uncertain_delivery_after_a_held_sending_mark_that_never_committed_fails() -> None:
+    assert liveness.check(held_at_the_sending_mark(landed=None).build()).verdict is V.FAIL
+
+
 def test_uncertain_delivery_without_a_delivery_fault_fails() -> None:
     trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
     builders.first_round(trial)
