@@ -92,9 +92,7 @@ def main(verbose: bool) -> None:
 @click.option("--json", "json_path", default=None, help="Write a JSON report here.")
 @click.option("--junit", "junit_path", default=None, help="Write a JUnit XML report here.")
 @click.option("--seed", default=0, show_default=True)
-@click.option(
-    "--jobs", default=2, show_default=True, help="Fault trials run this many at a time."
-)
+@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
 @click.option(
     "--points",
     default=None,
@@ -209,13 +207,11 @@ def run(
 ) -> None:
     """Run one scenario under one fault plan and print every invariant's verdict."""
     scenario = scenario_module.find(scenario_name)
-    steps = [plan_module.parse_fault(text) for text in fault_texts or scenario.faults]
     engine = commands.find(engine_ref)
-    spec = trial_module.TrialSpec(
-        scenario=scenario,
-        plan=steps,
+    spec = trial_module.TrialSpec.under(
+        scenario,
+        fault_texts or scenario.faults,
         seed=seed,
-        label=plan_module.plan_label(steps),
         scenario_ref=scenario_name,
         engine_ref=engine_ref,
     )
@@ -364,9 +360,7 @@ def entry() -> None:
     default=None,
     help="Only fault these boundaries (comma-separated names, e.g. tools.pending,reply.sent).",
 )
-@click.option(
-    "--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking."
-)
+@click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
 @click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
 @click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
 @click.option("--json", "json_path", default=None, help="Write a JSON summary here.")
@@ -604,8 +598,9 @@ def replay(
     from harness import incident
 
     scenario = scenario_module.load(scenario_file)
-    spec = incident.replay_spec(
-        scenario, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
+    # the trial `crashcert run --scenario FILE` runs: the scenario under its own faults
+    spec = trial_module.TrialSpec.under(
+        scenario, scenario.faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
     )
     engine = commands.find(engine_ref)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:

@@ -428,28 +428,6 @@ NOT_REPRODUCED = "incident no longer reproduces"
 UNDECIDED = "incident replay inconclusive"
 
 
-def replay_spec(
-    scenario: scenario_module.Scenario,
-    *,
-    scenario_ref: str,
-    engine_ref: str = "reference",
-    seed: int = 0,
-) -> Any:
-    """The trial `crashcert run --scenario FILE` runs: the scenario under its own faults."""
-    from harness import plan as plan_module
-    from harness import trial as trial_module
-
-    steps = [plan_module.parse_fault(text) for text in scenario.faults]
-    return trial_module.TrialSpec(
-        scenario=scenario,
-        plan=steps,
-        seed=seed,
-        label=plan_module.plan_label(steps),
-        scenario_ref=scenario_ref,
-        engine_ref=engine_ref,
-    )
-
-
 def conclusion(verdict: Any) -> str:
     """FAIL: the incident still happens; PASS: it no longer does; else: cannot tell."""
     value = getattr(verdict, "value", verdict)

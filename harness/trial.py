@@ -13,6 +13,7 @@ import pathlib
 import shlex
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic
@@ -34,6 +35,9 @@ from harness import (
 )
 from harness import (
     nemesis as nemesis_module,
+)
+from harness import (
+    plan as plan_module,
 )
 from harness import (
     recorder as recorder_module,
@@ -66,6 +70,14 @@ class TrialSpec(pydantic.BaseModel):
     # How the user named scenario and engine, for the reproduction command.
     scenario_ref: str | None = None
     engine_ref: str = "reference"
+
+    @classmethod
+    def under(
+        cls, scenario: scenario_module.Scenario, faults: Sequence[str], **fields: Any
+    ) -> TrialSpec:
+        """The scenario under faults written as text (`kill@tool.returned#2`), labelled so."""
+        steps = [plan_module.parse_fault(text) for text in faults]
+        return cls(scenario=scenario, plan=steps, label=plan_module.plan_label(steps), **fields)
 
 
 class TrialOutcome(pydantic.BaseModel):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness import lab as lab_module
-from harness import plan, scenario, trial
+from harness import scenario, trial
 from harness.checkers import verdict
 from harness.engines import commands
 
@@ -46,10 +46,7 @@ def lab() -> Iterator[lab_module.Lab]:
 
 
 def run(lab: lab_module.Lab, out: pathlib.Path, name: str, faults: list[str]) -> trial.TrialOutcome:
-    steps = [plan.parse_fault(text) for text in faults]
-    spec = trial.TrialSpec(
-        scenario=scenario.find(name), plan=steps, label=plan.plan_label(steps), scenario_ref=name
-    )
+    spec = trial.TrialSpec.under(scenario.find(name), faults, scenario_ref=name)
     return trial.run_trial(lab, spec, out_dir=out)
 
 

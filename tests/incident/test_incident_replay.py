@@ -75,7 +75,8 @@ def test_trial_exported_and_replayed(
 
     path = tmp_path / "incident.yaml"
     path.write_text(incident.to_yaml(exported))
-    replay_spec = incident.replay_spec(scenario_module.load(path), scenario_ref=str(path))
+    loaded = scenario_module.load(path)
+    replay_spec = trial_module.TrialSpec.under(loaded, loaded.faults, scenario_ref=str(path))
     replayed = trial_module.run_trial(lab, replay_spec, out_dir=tmp_path / "replay")
 
     assert [s.label() for s in replayed.history.plan] == [KILL]
