@@ -13,6 +13,7 @@ import pytest
 
 from reference_engine import boundary as boundary_module
 from reference_engine import decide, errors, inputs
+from reference_engine import state as state_module
 from reference_engine import store as store_module
 
 pytestmark = pytest.mark.postgres
@@ -52,9 +53,10 @@ def sql(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
         return cursor.fetchall() if cursor.description else []
 
 
-def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) -> str:
-    """model_ready -> model_pending -> tools_pending -> started, through the store API."""
-    run = store.load(lease.run_id)
+def open_first_model_call(
+    store: store_module.Store, lease: store_module.Lease, run: state_module.RunState
+) -> None:
+    """model_ready -> model_pending for turn 0, from the state `run` was loaded in."""
     store.open_model_call(
         lease,
         expected_version=run.frontier_version,
@@ -64,6 +66,11 @@ def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) 
         attempt=1,
         interrupt=(),
     )
+
+
+def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) -> str:
+    """model_ready -> model_pending -> tools_pending -> started, through the store API."""
+    open_first_model_call(store, lease, store.load(lease.run_id))
     run = store.load(lease.run_id)
     call_id = run.model_calls[0].id
     message = {
@@ -244,15 +251,7 @@ def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: st
     assert lease is not None
     run = store.load(run_id)
     with pytest.raises(errors.LeaseLost, match="before commit"):
-        store.open_model_call(
-            lease,
-            expected_version=1,
-            point=decide.validated(run),
-            call_id=str(uuid.uuid4()),
-            turn=0,
-            attempt=1,
-            interrupt=(),
-        )
+        open_first_model_call(store, lease, run)
     after = store.load(run_id)
     assert (after.phase, after.frontier_version, after.model_calls) == ("model_ready", 1, ())
     assert after.budget.iterations_used == 0
@@ -286,17 +285,9 @@ def test_nothing_but_commit_follows_the_before_commit_report(engine_db: str) -> 
     run_id, _ = store.create_run(make_input())
     lease = store.claim("w", 60_000)
     assert lease is not None
-    point = decide.validated(store.load(run_id))
+    run = store.load(run_id)
     del log[:]
-    store.open_model_call(
-        lease,
-        expected_version=1,
-        point=point,
-        call_id=str(uuid.uuid4()),
-        turn=0,
-        attempt=1,
-        interrupt=(),
-    )
+    open_first_model_call(store, lease, run)
     before = log.index("report model.pending:before_commit")
     assert log[0] == "lock_run" and before > 1
     assert log[before + 1 :] == ["report model.pending"], log
@@ -440,15 +431,7 @@ def test_a_transaction_stopped_at_before_commit_is_ended_by_the_server(engine_db
     assert lease is not None
     run = store.load(run_id)
     with pytest.raises(errors.DatabaseUnavailable, match="25P03"):
-        store.open_model_call(
-            lease,
-            expected_version=1,
-            point=decide.validated(run),
-            call_id=str(uuid.uuid4()),
-            turn=0,
-            attempt=1,
-            interrupt=(),
-        )
+        open_first_model_call(store, lease, run)
     after = store.load(run_id)  # reconnects by itself
     assert (after.phase, after.frontier_version, after.budget.iterations_used) == (
         "model_ready",
