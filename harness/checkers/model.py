@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Callable
 
 from harness import boundaries
 from harness import history as history_module
@@ -42,6 +41,9 @@ class _Commit:
     def overlaps(self, start: float, end: float) -> bool:
         """Whether it may have committed inside (start, end)."""
         return start < self.t and (self.t if self.sent_t is None else self.sent_t) < end
+
+    def acknowledged_within(self, start: float, end: float) -> bool:
+        return start < self.t < end
 
 
 def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
@@ -107,16 +109,13 @@ def decisions(
         for hit in hits:
             if trust and hit.turn not in (None, turn):
                 continue
-            if (hit.overlaps if trust else _acknowledged_within(hit))(first, horizon):
+            # without trusted turn labels only the acknowledgement's time places a decision
+            inside = hit.overlaps if trust else hit.acknowledged_within
+            if inside(first, horizon):
                 how = "detail.turn" if trust and hit.turn is not None else "time order"
                 found[turn] = Decision(turn, hit.t, hit.where, "lost ack" if hit.lost_ack else how)
                 break
     return found
-
-
-def _acknowledged_within(commit: _Commit) -> Callable[[float, float], bool]:
-    """Without trusted turn labels only the acknowledgement's time places a decision."""
-    return lambda start, end: start < commit.t < end
 
 
 def check_once_after_decision(history: history_module.TrialHistory) -> verdict.CheckResult:

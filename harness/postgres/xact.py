@@ -61,7 +61,7 @@ def fate(dsn: str, xids: list[int], *, timeout_s: float = 5.0) -> tuple[str, str
             while True:
                 row = conn.execute(_STATUS, (str(xid),)).fetchone()
                 status = row[0] if row else None
-                if status == COMMITTED or status == ABORTED:
+                if status in (COMMITTED, ABORTED):
                     return str(status), f"xid {xid} {status}"
                 if time.monotonic() >= deadline:
                     return UNKNOWN, f"xid {xid} still {status} after {timeout_s:.0f}s"
