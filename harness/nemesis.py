@@ -34,6 +34,7 @@ from harness import (
 from harness import (
     launcher as launcher_module,
 )
+from harness import plan as plan_module
 from harness import (
     recorder as recorder_module,
 )
@@ -142,9 +143,9 @@ class Nemesis:
                 self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
                 return
             # The held worker's open transaction, noted before its COMMIT can be sent.
-            xids = self._in_flight() if step.action in COMMIT_ACTIONS else []
+            xids = self._in_flight() if step.action in plan_module.COMMIT_FAULTS else []
             heal = self._break_link(step, proxy)
-            observed = {"xids": xids} if step.action in COMMIT_ACTIONS else {}
+            observed = {"xids": xids} if step.action in plan_module.COMMIT_FAULTS else {}
             self._record(
                 step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=observed
             )
@@ -235,7 +236,7 @@ class Nemesis:
             heal()
             note = f"healed {step.action}"
             observed: dict[str, Any] = {}
-            if step.action in COMMIT_ACTIONS:
+            if step.action in plan_module.COMMIT_FAULTS:
                 # The heal cut the hung connection, so its transaction settles now:
                 # committed or rolled back, never both, whatever the engine concludes.
                 outcome, why = self._fate(xids)
@@ -304,6 +305,3 @@ class Nemesis:
                 observed=observed or {},
             )
         )
-
-
-COMMIT_ACTIONS = frozenset({"commit_lost", "commit_dropped"})

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from harness import boundaries
+from harness import boundaries, plan
 from harness import history as history_module
 from harness import scenario as scenario_module
 from harness.world import ledger, transcript
@@ -32,7 +32,6 @@ _ENDED_BY = {
     "pg_restart": "pg_start",
 }
 DATABASE_FAULTS = frozenset({"db_cut", "pg_restart"})
-COMMIT_FAULTS = frozenset({"commit_lost", "commit_dropped"})
 # After-commit points that follow an external call rather than a commit.
 AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"})
 # Where the model's decision for a turn becomes durable.
@@ -272,7 +271,7 @@ def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
     }
     found = []
     for fault in history.faults():
-        if fault.action not in COMMIT_FAULTS or not fault.ok:
+        if fault.action not in plan.COMMIT_FAULTS or not fault.ok:
             continue
         hit = fault_hit(history, fault)
         heal = heals.get(fault.step or "")
