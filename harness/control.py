@@ -12,19 +12,24 @@ import collections
 import json
 import logging
 import os
+import shutil
 import socket
 import socketserver
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness import history
+from harness import history, reaper
 from harness import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 
 CONTINUE = b'{"action":"continue"}\n'
 MAX_LINE = 64 * 1024
+SOCKET_NAME = "control.sock"
+# Unix socket paths are limited to ~107 bytes; a TMPDIR longer than this falls back to /tmp.
+MAX_TMPDIR_BYTES = 60
 
 # Called with each hit while the worker is blocked; returning means "answer continue".
 Policy = Callable[[history.BoundaryHit], None]
@@ -35,12 +40,13 @@ class ControlServer:
 
     def __init__(
         self,
-        path: str,
         recorder: recorder_module.Recorder,
         *,
         policy: Policy | None = None,
     ) -> None:
-        self.path = path
+        self.path = ""  # set by start(): a socket in a directory only our user can enter
+        self._directory: str | None = None
+        self._cleanup_key: int | None = None
         self._recorder = recorder
         self._policy = policy
         self._occurrences: collections.Counter[str] = collections.Counter()
@@ -53,14 +59,14 @@ class ControlServer:
         self._policy = policy
 
     def start(self) -> ControlServer:
-        if os.path.exists(self.path):
-            os.unlink(self.path)
-        handler = _handler_for(self)
-        old_umask = os.umask(0o177)  # the socket is created 0600: only our user may report
-        try:
-            server = socketserver.ThreadingUnixStreamServer(self.path, handler)
-        finally:
-            os.umask(old_umask)
+        # Only our user may report. The socket is made in a fresh 0700 directory and then
+        # set to 0600 on the file itself: never through the umask, which is process-wide
+        # and raced by other threads (a leaked umask 0177 once crashed Chromium in the suite).
+        self._directory = tempfile.mkdtemp(prefix="cc-", dir=_short_tmpdir())
+        self._cleanup_key = reaper.register(self._remove_directory)
+        self.path = os.path.join(self._directory, SOCKET_NAME)
+        server = socketserver.ThreadingUnixStreamServer(self.path, _handler_for(self))
+        os.chmod(self.path, 0o600)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="control", daemon=True)
@@ -72,8 +78,14 @@ class ControlServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-        if os.path.exists(self.path):
-            os.unlink(self.path)
+        self._remove_directory()
+        if self._cleanup_key is not None:
+            reaper.unregister(self._cleanup_key)
+            self._cleanup_key = None
+
+    def _remove_directory(self) -> None:
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
 
     def __enter__(self) -> ControlServer:
         return self.start()
@@ -147,14 +159,9 @@ def _handler_for(server: ControlServer) -> type[socketserver.StreamRequestHandle
     return Handler
 
 
-def short_socket_path(directory: str, name: str = "control.sock") -> str:
-    """Unix socket paths are limited to ~107 bytes; fall back to a short temp dir."""
-    path = os.path.join(directory, name)
-    if len(path.encode()) < 100:
-        return path
-    import tempfile
-
-    return os.path.join(tempfile.mkdtemp(prefix="cc-"), name)
+def _short_tmpdir() -> str:
+    tmpdir = tempfile.gettempdir()
+    return tmpdir if len(tmpdir.encode()) <= MAX_TMPDIR_BYTES else "/tmp"
 
 
 def probe(path: str, *, timeout: float = 1.0) -> bool:

@@ -201,12 +201,13 @@ def _execute(
         recorder = recorder_module.Recorder(world.counter)
         proxies = _Proxies(lab, dsn, prefix=database)
         stack.callback(proxies.close)
-        socket_path = control.short_socket_path(str(directory.parent), f".{trial.trial_id}.sock")
         directory.mkdir(parents=True, exist_ok=True)
+        server = control.ControlServer(recorder).start()
+        stack.callback(server.stop)
         launcher = launcher_module.Launcher(
             engine,
             world_env=world.env(),
-            control_path=socket_path if engine.boundaries else None,
+            control_path=server.path if engine.boundaries else None,
             dsn_for_worker=proxies.dsn_for,
             log_dir=directory / "workers",
             recorder=recorder,
@@ -222,9 +223,7 @@ def _execute(
             lease_s=engine.lease_ms / 1000.0,
             dsn=dsn,
         )
-        server = control.ControlServer(socket_path, recorder, policy=nemesis.on_hit)
-        server.start()
-        stack.callback(server.stop)
+        server.set_policy(nemesis.on_hit)
         stack.callback(nemesis.close)  # runs first: heal everything before anything stops
         trigger = None
         if blackbox.wanted(engine, spec.plan):

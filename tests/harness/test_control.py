@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import stat
+import tempfile
 import threading
 
 from harness import control, history, recorder
@@ -19,9 +20,9 @@ def _report(path: str, message: dict[str, object]) -> bytes:
         return sock.makefile("rb").readline()
 
 
-def test_hits_are_recorded_counted_and_answered(tmp_path):
+def test_hits_are_recorded_counted_and_answered():
     rec = recorder.Recorder()
-    with control.ControlServer(str(tmp_path / "c.sock"), rec) as server:
+    with control.ControlServer(rec) as server:
         assert stat.S_IMODE(os.stat(server.path).st_mode) == 0o600
         for _ in range(2):
             answer = _report(
@@ -43,10 +44,10 @@ def test_hits_are_recorded_counted_and_answered(tmp_path):
     ]
     assert hits[0].detail == {"turn": 0}
     assert hits[0].seq < hits[1].seq
-    assert not os.path.exists(tmp_path / "c.sock")
+    assert not os.path.exists(os.path.dirname(server.path))
 
 
-def test_policy_holds_the_worker_until_it_returns(tmp_path):
+def test_policy_holds_the_worker_until_it_returns():
     rec = recorder.Recorder()
     release = threading.Event()
     seen: list[history.BoundaryHit] = []
@@ -56,7 +57,7 @@ def test_policy_holds_the_worker_until_it_returns(tmp_path):
         release.wait(5)
 
     answers: list[bytes] = []
-    with control.ControlServer(str(tmp_path / "c.sock"), rec, policy=policy) as server:
+    with control.ControlServer(rec, policy=policy) as server:
         thread = threading.Thread(
             target=lambda: answers.append(_report(server.path, {"boundary": "run.claimed"}))
         )
@@ -69,9 +70,9 @@ def test_policy_holds_the_worker_until_it_returns(tmp_path):
     assert seen[0].point == "run.claimed"
 
 
-def test_malformed_line_is_answered_and_reported(tmp_path):
+def test_malformed_line_is_answered_and_reported():
     rec = recorder.Recorder()
-    with control.ControlServer(str(tmp_path / "c.sock"), rec) as server:
+    with control.ControlServer(rec) as server:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(5)
             sock.connect(server.path)
@@ -81,13 +82,46 @@ def test_malformed_line_is_answered_and_reported(tmp_path):
     assert "bad control line" in server.protocol_errors[0]
 
 
-def test_wait_for_times_out_with_none(tmp_path):
-    with control.ControlServer(str(tmp_path / "c.sock"), recorder.Recorder()) as server:
+def test_wait_for_times_out_with_none():
+    with control.ControlServer(recorder.Recorder()) as server:
         assert server.wait_for(lambda hit: True, timeout=0.05) is None
 
 
-def test_short_socket_path_falls_back_for_long_directories(tmp_path):
+def test_socket_is_private_without_touching_the_umask(monkeypatch):
+    """The umask is process-wide: setting it from a trial thread raced other threads and
+    once leaked 0177 into the suite (every later Chromium died with SIGTRAP)."""
+    calls: list[int] = []
+    real_umask = os.umask
+
+    def spy(mask: int) -> int:
+        calls.append(mask)
+        return real_umask(mask)
+
+    monkeypatch.setattr(os, "umask", spy)
+    servers = [control.ControlServer(recorder.Recorder()) for _ in range(8)]
+    threads = [threading.Thread(target=server.start) for server in servers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    try:
+        assert calls == []
+        for server in servers:
+            directory = os.path.dirname(server.path)
+            assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(server.path).st_mode) == 0o600
+            assert len(server.path.encode()) < 100  # fits a Unix socket address
+        assert len({server.path for server in servers}) == len(servers)
+    finally:
+        for server in servers:
+            server.stop()
+    assert not any(os.path.exists(os.path.dirname(server.path)) for server in servers)
+
+
+def test_long_tmpdir_falls_back_to_a_short_one(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 120)
-    path = control.short_socket_path(str(deep))
-    assert len(path.encode()) < 100
-    assert path.endswith("control.sock")
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    with control.ControlServer(recorder.Recorder()) as server:
+        assert len(server.path.encode()) < 100
+        assert control.probe(server.path)

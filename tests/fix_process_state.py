@@ -1,0 +1,29 @@
+"""The pytest process's own state must come out of every test as it went in.
+
+Children inherit the umask: once a race in the control server left it at 0177, and every
+later Chromium started by the suite died with SIGTRAP (its profile directories became
+untraversable). Checked after each test, so a leak is blamed on the test that made it.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+
+import pytest
+
+
+def current_umask() -> int:
+    """Read without setting it (os.umask can only set, which would race other threads)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    raise RuntimeError("no Umask line in /proc/self/status")
+
+
+@pytest.fixture(autouse=True)
+def _umask_unchanged() -> collections.abc.Iterator[None]:
+    before = current_umask()
+    yield
+    after = current_umask()
+    assert after == before, f"the test left the process umask at {after:04o} (was {before:04o})"
