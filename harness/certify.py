@@ -9,7 +9,6 @@ failing trial. Rendered as a terminal table, JSON and Markdown (with a badge lin
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -20,7 +19,7 @@ from typing import Any, Literal
 import rich.console
 import rich.table
 
-from harness import blackbox, boundaries, checkers, errors, levels, report
+from harness import blackbox, boundaries, checkers, errors, levels, report, terminal
 from harness import lab as lab_module
 from harness import matrix as matrix_module
 from harness import scenario as scenario_module
@@ -244,12 +243,6 @@ def _time_trials(
 # --- rendering -------------------------------------------------------------------------
 
 
-def _counts(verdicts: list[Verdict]) -> str:
-    counted = collections.Counter(verdicts)
-    order = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.PASS)
-    return " ".join(f"{v.value[0]}{counted[v]}" for v in order if counted[v]) or "-"
-
-
 def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verdict]:
     found = []
     for trial in cert.in_class(name):
@@ -281,18 +274,22 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         table.add_column(name, justify="center")
     for invariant in cert.invariants:
         overall = cert.verdict_of(invariant)
-        cells = [_counts(_class_verdicts(cert, invariant, name)) for name in classes]
-        table.add_row(invariant, f"[{report.STYLE[overall]}]{overall.value}[/]", *cells)
+        cells = [terminal.counts(_class_verdicts(cert, invariant, name)) for name in classes]
+        table.add_row(invariant, terminal.line(terminal.verdict(overall)), *cells)
     console.print(table)
     held = cert.held
     for item in levels.LEVELS[:-1]:
         missing = [i for i in item.requires if i not in held]
-        mark = "[green]holds[/]" if not missing else f"[red]not held[/]: {', '.join(missing)}"
-        console.print(f"  {item.level.value:14} {mark}")
+        mark = ("holds", "green") if not missing else ("not held", "red")
+        rest = f": {', '.join(missing)}" if missing else ""
+        console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))
     level = cert.level
     console.print(
-        f"[bold]level {level.value}[/]: {levels.spec(level).meaning} "
-        f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s)"
+        terminal.line(
+            (f"level {level.value}", "bold"),
+            f": {levels.spec(level).meaning} "
+            f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s)",
+        )
     )
     for trial in cert.failing():
         bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
@@ -300,12 +297,13 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
             f"  [{trial.mode}] {trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: "
             + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
             + f"\n    rerun: {trial.outcome.repro}",
-            highlight=False,
         )
     if cert.errors:
-        console.print(f"[bold magenta]{len(cert.errors)} trial(s) ERROR[/]: the harness broke")
+        errors = terminal.verdict(Verdict.ERROR, f"{len(cert.errors)} trial(s) ERROR")
+        console.print(terminal.line(errors, ": the harness broke"))
     if cert.unreached:
-        console.print(f"[yellow]declared but never reached[/]: {', '.join(cert.unreached)}")
+        unreached = terminal.verdict(Verdict.INCONCLUSIVE, "declared but never reached")
+        console.print(terminal.line(unreached, f": {', '.join(cert.unreached)}"))
 
 
 def to_json(cert: Certification) -> dict[str, Any]:
@@ -330,7 +328,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
             invariant: {
                 "verdict": cert.verdict_of(invariant).value,
                 "by_fault_class": {
-                    name: _counts(_class_verdicts(cert, invariant, name))
+                    name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
                     for name in cert.fault_classes
                 },
                 "first_problem": _first_problem(cert, invariant),
@@ -400,7 +398,9 @@ def to_markdown(cert: Certification) -> str:
         "|---|---|" + "---|" * len(classes),
     ]
     for invariant in cert.invariants:
-        cells = [_counts(_class_verdicts(cert, invariant, name)) for name in classes]
+        cells = [
+            terminal.counts(_class_verdicts(cert, invariant, name)).plain for name in classes
+        ]
         lines.append(
             f"| {invariant} | {cert.verdict_of(invariant).value} | " + " | ".join(cells) + " |"
         )

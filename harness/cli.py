@@ -6,7 +6,7 @@ import json
 import logging
 import pathlib
 import sys
-import time
+import traceback
 from typing import Any
 
 import click
@@ -15,10 +15,14 @@ import rich.progress
 
 from harness import (
     boundaries,
+    cli_incident,
+    cli_options,
     errors,
+    provenance,
     report,
     run_report,
     store,
+    terminal,
 )
 from harness import (
     lab as lab_module,
@@ -38,34 +42,8 @@ from harness import (
 from harness.checkers import verdict as verdict_module
 from harness.engines import commands
 
-DEFAULT_OUT = "crashcert-trials"
-console = rich.console.Console(highlight=False, soft_wrap=True)
-if not console.is_terminal:
-    console.width = 160  # CI logs: keep the summary table on one line per row
-
-
-def _engine_option(function: Any) -> Any:
-    return click.option(
-        "--engine",
-        "engine_ref",
-        default="reference",
-        show_default=True,
-        help="'reference' or the path of an engine description file (harness/CONTRACT.md).",
-    )(function)
-
-
-def _pg_option(function: Any) -> Any:
-    return click.option(
-        "--pg-dsn",
-        envvar="CRASHCERT_PG_DSN",
-        default=None,
-        help="Use this PostgreSQL server instead of an embedded throwaway cluster.",
-    )(function)
-
-
-def _out_dir(out: str | None) -> pathlib.Path:
-    base = pathlib.Path(out or DEFAULT_OUT)
-    return base / time.strftime("%Y%m%d-%H%M%S")
+console = terminal.make_console()
+_verbose = False  # set by -v: tracebacks for harness errors
 
 
 def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenario]]:
@@ -75,22 +53,25 @@ def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenar
 
 
 @click.group()
+@click.version_option(version=provenance.version(), prog_name="crashcert")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the harness does.")
 def main(verbose: bool) -> None:
     """crashcert: prove that an AI execution engine survives crashes."""
+    global _verbose
+    _verbose = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
 
 
 @main.command()
-@_engine_option
-@click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
+@cli_options.engine_option
+@cli_options.scenario_option(multiple=True)
 @click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
 @click.option(
     "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
 )
-@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
-@click.option("--json", "json_path", default=None, help="Write a JSON report here.")
-@click.option("--junit", "junit_path", default=None, help="Write a JUnit XML report here.")
+@cli_options.out_option
+@cli_options.file_option("--json", "json_path", "Write a JSON report here.")
+@cli_options.file_option("--junit", "junit_path", "Write a JUnit XML report here.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
 @click.option(
@@ -98,7 +79,7 @@ def main(verbose: bool) -> None:
     default=None,
     help="Only fault these boundaries (comma-separated names, e.g. reply.sending,reply.sent).",
 )
-@_pg_option
+@cli_options.pg_option
 def matrix(
     engine_ref: str,
     scenario_names: tuple[str, ...],
@@ -117,7 +98,7 @@ def matrix(
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
-    out_dir = _out_dir(out)
+    out_dir = cli_options.new_out_dir(out)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
         with rich.progress.Progress(
@@ -189,14 +170,14 @@ def _write_reports(
 
 
 @main.command()
-@_engine_option
-@click.option("--scenario", "scenario_name", required=True, help="Scenario name or file.")
+@cli_options.engine_option
+@cli_options.scenario_option(required=True)
 @click.option(
     "--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1."
 )
 @click.option("--seed", default=0, show_default=True)
-@click.option("--out", default=None)
-@_pg_option
+@cli_options.out_option
+@cli_options.pg_option
 def run(
     engine_ref: str,
     scenario_name: str,
@@ -216,35 +197,28 @@ def run(
         engine_ref=engine_ref,
     )
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        outcome = trial_module.run_trial(lab, spec, out_dir=_out_dir(out))
-    _print_results(outcome.results, outcome.verdict)
+        outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
+    terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
     sys.exit(outcome.verdict.exit_code)
 
 
-def _print_results(
-    results: list[verdict_module.CheckResult], verdict: verdict_module.Verdict
-) -> None:
-    for result in results:
-        style = report.STYLE[result.verdict]
-        console.print(f"[{style}]{result.verdict.value:12}[/] {result.invariant}: {result.summary}")
-        if result.verdict is not verdict_module.Verdict.PASS:
-            for line in result.evidence:
-                console.print(f"             - {line}")
-    console.print(f"[{report.STYLE[verdict]}]{verdict.value}[/]")
-
-
 @main.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@cli_options.directory_argument("directory")
 def analyze(directory: str) -> None:
     """Re-check stored trials offline (a trial directory, or every trial below DIRECTORY)."""
     verdicts = []
     for path in store.find_trials(pathlib.Path(directory)):
-        trial = store.read_history(path / "history.jsonl")
+        console.print(terminal.line((str(path), "bold")))
+        try:
+            trial = store.read_history(path / "history.jsonl")
+        except errors.CrashcertError as error:  # one bad file must not hide the others
+            verdicts.append(verdict_module.Verdict.ERROR)
+            console.print(terminal.line(terminal.verdict(verdicts[-1]), f" unreadable: {error}"))
+            continue
         results, verdict = trial_module.judge(trial)
         verdicts.append(verdict)
-        console.print(f"[bold]{path}[/]")
-        _print_results(results, verdict)
+        terminal.print_results(console, results, verdict)
     sys.exit(matrix_module.worst(verdicts).exit_code)
 
 
@@ -290,15 +264,15 @@ def schema(which: str) -> None:
 
 
 @main.command()
-@_engine_option
-@click.option("--scenario", "scenario_name", default="refund", show_default=True)
+@cli_options.engine_option
+@cli_options.scenario_option(default="refund", show_default=True)
 @click.option("--runs", default=500, show_default=True)
 @click.option("--workers", default=4, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--storm-s", default=120.0, show_default=True, help="How long faults rain.")
 @click.option("--pg-restarts", default=2, show_default=True)
-@click.option("--out", default=None)
-@_pg_option
+@cli_options.out_option
+@cli_options.pg_option
 def soak(
     engine_ref: str,
     scenario_name: str,
@@ -325,10 +299,19 @@ def soak(
             seed=seed,
             storm_s=storm_s,
             pg_restarts=pg_restarts,
-            out_dir=_out_dir(out),
+            out_dir=cli_options.new_out_dir(out),
         )
     console.print(result.summary())
     sys.exit(result.verdict.exit_code)
+
+
+@main.command()
+@click.argument("action", type=click.Choice(["build", "path"]))
+def toxiproxy(action: str) -> None:
+    """Print the Toxiproxy server's path; `build` installs it with Go first if missing."""
+    from harness import toxiproxy_server
+
+    sys.exit(toxiproxy_server.main([action]))
 
 
 def entry() -> None:
@@ -344,11 +327,19 @@ def entry() -> None:
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
     except click.exceptions.Abort:
         sys.exit(130)
+    except Exception as error:  # the harness or its environment broke: ERROR, never FAIL
+        if _verbose:
+            traceback.print_exc()
+        detail = str(error).strip().splitlines()
+        reason = f"{type(error).__name__}: {detail[0] if detail else ''}".rstrip(": ")
+        hint = "" if _verbose else " (rerun with -v for the traceback)"
+        click.echo(f"crashcert: harness or environment error: {reason}{hint}", err=True)
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
 
 
 @main.command()
-@_engine_option
-@click.option("--scenario", "scenario_name", required=True, help="Scenario name or file.")
+@cli_options.engine_option
+@cli_options.scenario_option(required=True)
 @click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
 @click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
 @click.option(
@@ -362,9 +353,9 @@ def entry() -> None:
 )
 @click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
 @click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
-@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
-@click.option("--json", "json_path", default=None, help="Write a JSON summary here.")
-@_pg_option
+@cli_options.out_option
+@cli_options.file_option("--json", "json_path", "Write a JSON summary here.")
+@cli_options.pg_option
 def explore(
     engine_ref: str,
     scenario_name: str,
@@ -390,14 +381,16 @@ def explore(
     point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
-    out_dir = _out_dir(out)
+    out_dir = cli_options.new_out_dir(out)
 
     def progress(purpose: str, schedule: list[Any], observation: Any) -> None:
-        style = report.STYLE[observation.verdict]
         failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
         console.print(
-            f"{purpose:8} {plan_module.plan_label(schedule)}: "
-            f"[{style}]{observation.verdict.value}[/]{failing}"
+            terminal.line(
+                f"{purpose:8} {plan_module.plan_label(schedule)}: ",
+                terminal.verdict(observation.verdict),
+                failing,
+            )
         )
 
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
@@ -427,8 +420,8 @@ def explore(
 
 
 @main.command()
-@_engine_option
-@click.option("--scenario", "scenario_names", multiple=True, help="Scenario name or file (repeat).")
+@cli_options.engine_option
+@cli_options.scenario_option(multiple=True)
 @click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
 @click.option(
     "--mode",
@@ -453,12 +446,12 @@ def explore(
     default=None,
     help="Exit 1 when the engine earns a lower level than this.",
 )
-@click.option("--json", "json_path", default=None, help="Write the certification as JSON here.")
-@click.option("--markdown", "markdown_path", default=None, help="Write a Markdown summary here.")
-@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
+@cli_options.file_option("--json", "json_path", "Write the certification as JSON here.")
+@cli_options.file_option("--markdown", "markdown_path", "Write a Markdown summary here.")
+@cli_options.out_option
 @click.option("--seed", default=0, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
-@_pg_option
+@cli_options.pg_option
 def certify(
     engine_ref: str,
     scenario_names: tuple[str, ...],
@@ -488,7 +481,7 @@ def certify(
     )
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
-    out_dir = _out_dir(out)
+    out_dir = cli_options.new_out_dir(out)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"certifying {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
         result = certify_module.certify(
@@ -513,7 +506,8 @@ def certify(
     if required and levels_module.rank(result.level) < levels_module.rank(
         levels_module.parse(required)
     ):
-        console.print(f"[bold red]required {required.upper()}, earned {result.level.value}[/]")
+        short = f"required {required.upper()}, earned {result.level.value}"
+        console.print(terminal.line((short, "bold red")))
         sys.exit(1)
     sys.exit(0)
 
@@ -522,7 +516,7 @@ def certify(
 
 
 @main.command("report")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@cli_options.directory_argument("directory")
 def report_command(directory: str) -> None:
     """Write timeline.html into every trial below DIRECTORY (and report.html for many)."""
     from harness import timeline
@@ -531,84 +525,5 @@ def report_command(directory: str) -> None:
         console.print(f"wrote {path}")
 
 
-# -- incident reproduction (harness/incident.py, harness/INCIDENTS.md) --------------------
-
-
-@main.group("incident")
-def incident_group() -> None:
-    """Turn one run of an engine into a replayable scenario (harness/INCIDENTS.md)."""
-
-
-@incident_group.command("export")
-@_engine_option
-@click.option("--dsn", default=None, help="The engine's database (libpq DSN).")
-@click.option("--run", "run_id", default=None, help="The run's id (with --dsn).")
-@click.option(
-    "--trial",
-    "trial_dir",
-    default=None,
-    type=click.Path(exists=True, file_okay=False),
-    help="A stored trial directory instead of a database (its run's stored tables).",
-)
-@click.option("--redact", is_flag=True, help="Replace prompts and outputs by same-shape text.")
-@click.option("--name", default=None, help="Scenario name (default incident-<run id>).")
-@click.option(
-    "--sink-queryable/--sink-not-queryable",
-    default=None,
-    help="Whether the reply sink can be asked by key (default: inferred, else true).",
-)
-def incident_export(
-    engine_ref: str,
-    dsn: str | None,
-    run_id: str | None,
-    trial_dir: str | None,
-    redact: bool,
-    name: str | None,
-    sink_queryable: bool | None,
-) -> None:
-    """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
-    from harness import incident
-
-    if trial_dir is not None:
-        if dsn is not None:
-            raise errors.CrashcertError("give either --trial or --dsn/--run, not both")
-        tables, _ = incident.from_trial(pathlib.Path(trial_dir))
-        source = f"trial {trial_dir}"
-    elif dsn is not None and run_id is not None:
-        tables = incident.from_dsn(dsn, run_id, engine_ref=engine_ref)
-        source = "the engine's database"
-    else:
-        raise errors.CrashcertError("give --dsn DSN --run RUN_ID, or --trial DIR")
-    scenario = incident.scenario_from_tables(
-        tables, name=name, redacted=redact, sink_queryable=sink_queryable, source=source
-    )
-    click.echo(incident.to_yaml(scenario), nl=False)
-
-
-@main.command()
-@_engine_option
-@click.argument("scenario_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--seed", default=0, show_default=True)
-@click.option("--out", default=None, help=f"Trial directories go below this ({DEFAULT_OUT}/).")
-@_pg_option
-def replay(
-    engine_ref: str, scenario_file: str, seed: int, out: str | None, pg_dsn: str | None
-) -> None:
-    """Replay an incident scenario under its faults; say whether the incident still happens."""
-    from harness import incident
-
-    scenario = scenario_module.load(scenario_file)
-    # the trial `crashcert run --scenario FILE` runs: the scenario under its own faults
-    spec = trial_module.TrialSpec.under(
-        scenario, scenario.faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
-    )
-    engine = commands.find(engine_ref)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        outcome = trial_module.run_trial(lab, spec, out_dir=_out_dir(out))
-    _print_results(outcome.results, outcome.verdict)
-    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
-    console.print(incident.conclusion(outcome.verdict))
-    sys.exit(outcome.verdict.exit_code)
-
-
-# -- end of timeline and incident commands
+main.add_command(cli_incident.incident_group)
+main.add_command(cli_incident.replay)

@@ -35,7 +35,8 @@ class Worker:
     ) -> None:
         self.worker_id = worker_id
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"{worker_id}.log"
+        # absolute: the fork server opens it from the engine's working directory
+        self.log_path = log_dir.absolute() / f"{worker_id}.log"
         self._log = open(self.log_path, "ab")
         module = spawner.module_command(command) if forkserver else None
         self.process: subprocess.Popen[bytes] | spawner.ForkedProcess

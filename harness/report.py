@@ -11,16 +11,11 @@ from typing import Any
 import rich.console
 import rich.table
 
-from harness import boundaries
+from harness import boundaries, terminal
 from harness import trial as trial_module
 from harness.checkers import verdict as verdict_module
 
-STYLE = {
-    verdict_module.Verdict.PASS: "green",
-    verdict_module.Verdict.FAIL: "bold red",
-    verdict_module.Verdict.INCONCLUSIVE: "yellow",
-    verdict_module.Verdict.ERROR: "bold magenta",
-}
+STYLE = terminal.STYLE
 
 
 def _cell_point(outcome: trial_module.TrialOutcome) -> str:
@@ -56,38 +51,25 @@ def print_summary(
     for name in scenarios:
         table.add_column(name, justify="center")
     for row in rows:
-        table.add_row(row, *[_render(cells.get((name, row), [])) for name in scenarios])
+        table.add_row(row, *[terminal.counts(cells.get((name, row), [])) for name in scenarios])
     console.print(table)
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
             failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
             console.print(
-                f"[{STYLE[outcome.verdict]}]{outcome.verdict.value}[/] "
-                f"{outcome.spec.scenario.name} {outcome.spec.label}: {failing}\n"
-                f"  rerun: {outcome.repro}\n  trial: {outcome.directory}",
-                highlight=False,
+                terminal.line(
+                    terminal.verdict(outcome.verdict),
+                    f" {outcome.spec.scenario.name} {outcome.spec.label}: {failing}\n"
+                    f"  rerun: {outcome.repro}\n  trial: {outcome.directory}",
+                )
             )
     if unreached:
         console.print(
-            f"[yellow]INCONCLUSIVE[/] declared but never reached by any scenario: "
-            f"{', '.join(unreached)}"
+            terminal.line(
+                terminal.verdict(verdict_module.Verdict.INCONCLUSIVE),
+                f" declared but never reached by any scenario: {', '.join(unreached)}",
+            )
         )
-
-
-def _render(verdicts: list[verdict_module.Verdict]) -> str:
-    if not verdicts:
-        return "[dim]-[/]"
-    counts = collections.Counter(verdicts)
-    parts = []
-    for verdict in (
-        verdict_module.Verdict.FAIL,
-        verdict_module.Verdict.ERROR,
-        verdict_module.Verdict.INCONCLUSIVE,
-        verdict_module.Verdict.PASS,
-    ):
-        if counts[verdict]:
-            parts.append(f"[{STYLE[verdict]}]{verdict.value[0]}{counts[verdict]}[/]")
-    return " ".join(parts)
 
 
 def outcome_json(outcome: trial_module.TrialOutcome) -> dict[str, Any]:

@@ -8,6 +8,7 @@ and the checkers judge a trial against it.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import json
 import pathlib
 from typing import Any, Literal
@@ -218,7 +219,8 @@ def load(path: str | pathlib.Path) -> Scenario:
 
 
 def bundled_dir() -> pathlib.Path:
-    return pathlib.Path(__file__).resolve().parent.parent / "scenarios"
+    """The bundled scenarios, as package data (harness/scenarios links to scenarios/)."""
+    return pathlib.Path(str(importlib.resources.files("harness") / "scenarios"))
 
 
 def load_all(directory: str | pathlib.Path | None = None) -> list[Scenario]:

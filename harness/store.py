@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import subprocess
 import sys
 from typing import Any
 
 import yaml
 
-from harness import errors, history
+from harness import errors, history, provenance
 
 HEADER_FIELDS = (
     "trial_id",
@@ -48,17 +47,6 @@ STREAMS = {
 
 def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@#-]+", "_", text).strip("_") or "trial"
-
-
-def git_revision() -> str | None:
-    root = pathlib.Path(__file__).resolve().parent.parent
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False
-        )
-    except OSError:
-        return None
-    return done.stdout.strip() or None
 
 
 def write_history(path: pathlib.Path, trial: history.TrialHistory) -> None:
@@ -117,7 +105,8 @@ def write_trial(
         "plan": [step.model_dump(mode="json") for step in trial.plan],
         "seed": trial.seed,
         "command_line": sys.argv,
-        "git_revision": git_revision(),
+        "crashcert_version": provenance.version(),
+        "git_revision": provenance.git_revision(),
         "verdict": verdict,
         "duration_s": round(trial.ended_at - trial.started_at, 3),
     }

@@ -8,6 +8,7 @@ Placeholders in commands: `{python}` (this interpreter), `{run_id}`. Every comma
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import json
 import os
 import pathlib
@@ -201,9 +202,7 @@ def load(path: str | pathlib.Path) -> CommandEngine:
 
 
 def reference_description_path() -> pathlib.Path:
-    return (
-        pathlib.Path(__file__).resolve().parent.parent.parent / "reference_engine" / "engine.yaml"
-    )
+    return pathlib.Path(str(importlib.resources.files("reference_engine") / "engine.yaml"))
 
 
 def find(name_or_path: str | None) -> CommandEngine:

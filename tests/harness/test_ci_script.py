@@ -48,7 +48,9 @@ def test_a_broken_engine_fails_and_its_trials_are_kept(tmp_path):
     assert suite is not None and int(suite.get("failures", "0")) >= 1
     kept = list((tmp_path / "failed" / "refund").iterdir())
     assert kept and all((d / "repro.txt").exists() for d in kept)
-    assert "crashcert run --engine tests/contract/naive_engine.yaml" in done.stdout
+    # the rerun line names the engine file absolutely: it reruns from any directory
+    engine = ROOT / "tests" / "contract" / "naive_engine.yaml"
+    assert f"crashcert run --engine {engine} " in done.stdout
 
 
 def test_the_reference_engine_passes(tmp_path):

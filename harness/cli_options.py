@@ -1,0 +1,125 @@
+"""Command-line options shared by the verbs, and the one place user paths become absolute.
+
+Workers run in the engine's working directory (and fork servers in theirs), so a relative
+path that reached them would name another file: every path the user gives, and every
+default, is resolved against the user's directory here, before anything is started.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+import click
+
+DEFAULT_OUT = "crashcert-trials"
+REFERENCE = "reference"
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+MAX_SAME_SECOND_DIRS = 1000
+
+
+def absolute(path: str | pathlib.Path) -> pathlib.Path:
+    """Absolute without resolving links (a user's link stays what they named)."""
+    return pathlib.Path(path).expanduser().absolute()
+
+
+def engine_ref(value: str | None) -> str:
+    """'reference', or the absolute path of an engine description file."""
+    if value in (None, "", REFERENCE):
+        return REFERENCE
+    return str(absolute(value))
+
+
+def scenario_ref(value: str) -> str:
+    """A bundled scenario's name stays a name; a file becomes its absolute path."""
+    candidate = pathlib.Path(value)
+    if candidate.suffix in SCENARIO_SUFFIXES or candidate.exists():
+        return str(absolute(candidate))
+    return value
+
+
+def new_out_dir(out: str | None) -> pathlib.Path:
+    """A fresh directory below `out` for this invocation, made atomically (never shared)."""
+    base = absolute(out or DEFAULT_OUT)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, MAX_SAME_SECOND_DIRS + 1):
+        candidate = base / (stamp if attempt == 1 else f"{stamp}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise click.ClickException(f"{base}: {MAX_SAME_SECOND_DIRS} runs this second already")
+
+
+def _engine_callback(context: click.Context, param: click.Parameter, value: str | None) -> str:
+    return engine_ref(value)
+
+
+def _scenario_callback(context: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(scenario_ref(item) for item in value)
+    return scenario_ref(value)
+
+
+def _path_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
+    return None if value is None else str(absolute(value))
+
+
+def engine_option(function: Any) -> Any:
+    return click.option(
+        "--engine",
+        "engine_ref",
+        default=REFERENCE,
+        show_default=True,
+        callback=_engine_callback,
+        help="'reference' or the path of an engine description file (harness/CONTRACT.md).",
+    )(function)
+
+
+def pg_option(function: Any) -> Any:
+    return click.option(
+        "--pg-dsn",
+        envvar="CRASHCERT_PG_DSN",
+        default=None,
+        help="Use this PostgreSQL server instead of an embedded throwaway cluster.",
+    )(function)
+
+
+def scenario_option(*, multiple: bool = False, **kwargs: Any) -> Any:
+    name = "scenario_names" if multiple else "scenario_name"
+    help_text = "Scenario name or file" + (" (repeat)." if multiple else ".")
+    return click.option(
+        "--scenario", name, multiple=multiple, callback=_scenario_callback, help=help_text,
+        **kwargs,
+    )
+
+
+def out_option(function: Any) -> Any:
+    return click.option(
+        "--out",
+        default=None,
+        callback=_path_callback,
+        help=f"Trial directories go below this ({DEFAULT_OUT}/).",
+    )(function)
+
+
+def file_option(flag: str, dest: str, help_text: str) -> Any:
+    """An output file (--json, --junit, --markdown), absolute like every other path."""
+    return click.option(flag, dest, default=None, callback=_path_callback, help=help_text)
+
+
+def directory_argument(name: str) -> Any:
+    return click.argument(
+        name, type=click.Path(exists=True, file_okay=False, resolve_path=True)
+    )
+
+
+def file_argument(name: str) -> Any:
+    return click.argument(
+        name, type=click.Path(exists=True, dir_okay=False, resolve_path=True)
+    )

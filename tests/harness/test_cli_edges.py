@@ -1,0 +1,82 @@
+"""The command line at its edges: user text printed as text, harness faults as one line
+with exit 3, output directories that never collide, and analyze that survives a bad file."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import click.testing
+import pytest
+
+from harness import cli, cli_options, store
+from harness.checkers import verdict as verdict_module
+from tests.checkers import builders
+
+CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
+MARKUP = "ops[/]lead[bold]x"  # as a directory name: '/' splits it, which is fine
+
+
+def _crashcert(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CRASHCERT, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_markup_in_user_text_is_printed_as_it_is(tmp_path: pathlib.Path) -> None:
+    scenario = tmp_path / MARKUP / "s.yaml"  # a path is user text too
+    scenario.parent.mkdir(parents=True)
+    scenario.write_text("name: 'Not A Name'\n")
+    done = _crashcert("scenarios", "validate", str(scenario), cwd=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1
+    assert "invalid" in done.stdout and MARKUP in done.stdout  # not eaten as markup
+    assert "^[a-z0-9_-]{1,64}$" in done.stdout  # the pattern as written, brackets included
+
+
+def test_an_unwritable_out_fails_at_once_with_one_line(tmp_path: pathlib.Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    done = _crashcert("run", "--scenario", "refund", "--out", "file/trials", cwd=tmp_path)
+    assert done.returncode == verdict_module.Verdict.ERROR.exit_code
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("crashcert: harness or environment error:") and "-v" in line
+    assert "lab" not in done.stdout  # nothing started: the error came before any trial
+
+
+def test_out_directories_of_the_same_second_never_collide(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_options.time, "strftime", lambda _format: "20261201-120000")
+    first = cli_options.new_out_dir(str(tmp_path))
+    second = cli_options.new_out_dir(str(tmp_path))
+    assert first != second and first.is_dir() and second.is_dir()
+    assert second.name == "20261201-120000-2"
+
+
+def test_relative_paths_become_absolute_against_the_users_directory(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_options.new_out_dir("out").parent == tmp_path / "out"
+    assert cli_options.engine_ref("engines/e.yaml") == str(tmp_path / "engines" / "e.yaml")
+    assert cli_options.engine_ref("reference") == "reference"
+    assert cli_options.scenario_ref("mine.yaml") == str(tmp_path / "mine.yaml")
+    assert cli_options.scenario_ref("refund") == "refund"  # a bundled name stays a name
+
+
+def test_analyze_reports_a_corrupt_history_and_judges_the_rest(tmp_path: pathlib.Path) -> None:
+    good = tmp_path / "refund" / "good"
+    store.write_trial(good, builders.clean(), verdicts=[], verdict="PASS", repro="crashcert run")
+    bad = tmp_path / "refund" / "bad"
+    bad.mkdir(parents=True)
+    (bad / "history.jsonl").write_text('{"type": "header"\n')
+
+    result = click.testing.CliRunner().invoke(cli.main, ["analyze", str(tmp_path)])
+
+    assert result.exit_code == verdict_module.Verdict.ERROR.exit_code
+    assert f"{bad}" in result.output and "unreadable" in result.output
+    assert f"{good}" in result.output
+    assert "reply.single_delivery: " in result.output  # the good trial was judged
