@@ -1,9 +1,18 @@
 """Reading user files at the edge: YAML in, a pydantic model out, or one clear error that
-names the file, the field and the problem."""
+names the file, the field and the problem.
+
+A scenario or engine file is small and written by hand, so reading one is bounded: at most
+MAX_YAML_BYTES of a regular file, UTF-8, no anchors or aliases (a few lines of aliases
+expand to billions of nodes once anything walks the data), at most MAX_YAML_NODES nodes
+nested at most MAX_YAML_DEPTH deep. Every refusal is one line.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import pathlib
+import stat
 from typing import Any, TypeVar
 
 import pydantic
@@ -12,6 +21,28 @@ import yaml
 from harness import errors
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
+
+# The bundled scenarios are about 2 KB and 200 nodes; a hundredfold is still hand-written.
+MAX_YAML_BYTES = 1024 * 1024
+# Without aliases every node costs bytes of text; this bounds parsing time (the pure-Python
+# composer takes about a second per 30,000 nodes) and all work on the data afterwards.
+MAX_YAML_NODES = 20_000
+# JSON schemas and tool results nest a few levels; deeper is a mistake or an attack
+# (and PyYAML's composer recurses per level).
+MAX_YAML_DEPTH = 64
+# Integers every JSON reader takes exactly (I-JSON, RFC 7493: IEEE doubles).
+MAX_JSON_INT = 2**53 - 1
+NUL_REASON = "Postgres text cannot store it"
+
+WRITE_OUT = "write the value out in full"
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def describe(error: pydantic.ValidationError) -> str:
@@ -23,12 +54,135 @@ def describe(error: pydantic.ValidationError) -> str:
 
 
 def read_yaml(path: pathlib.Path, *, what: str) -> Any:
+    text = _read_text(path, what=what)
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
+    except _Refused as error:
+        raise errors.CrashcertError(f"{path}: {_where(error)}{error.problem}") from None
+    except yaml.YAMLError as error:
+        raise errors.CrashcertError(f"{path}: not valid YAML: {_one_line(error)}") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
+
+
+def _read_text(path: pathlib.Path, *, what: str) -> str:
+    """The file's text, refusing anything that is not a small regular UTF-8 file."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
-    except yaml.YAMLError as error:
-        raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise errors.CrashcertError(f"{path}: cannot read {what}: it is {kind}, not a regular file")
+    with os.fdopen(descriptor, "rb") as file:
+        try:
+            data = file.read(MAX_YAML_BYTES + 1)
+        except OSError as error:
+            raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
+    if len(data) > MAX_YAML_BYTES:
+        raise errors.CrashcertError(
+            f"{path}: cannot read {what}: larger than {MAX_YAML_BYTES} bytes"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise errors.CrashcertError(
+            f"{path}: cannot read {what}: not UTF-8 text "
+            f"(byte 0x{data[error.start]:02x} at offset {error.start})"
+        ) from None
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """Valid YAML that a crashcert file may not use."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases and bounds node count and depth."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            self._refuse(f"YAML aliases (*{event.anchor}) are not allowed; {WRITE_OUT}", event)
+        if getattr(event, "anchor", None) is not None:
+            self._refuse(f"YAML anchors (&{event.anchor}) are not allowed; {WRITE_OUT}", event)
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            self._refuse(f"more than {MAX_YAML_NODES} YAML nodes", event)
+        if self._depth >= MAX_YAML_DEPTH:
+            self._refuse(f"nested deeper than {MAX_YAML_DEPTH} levels", event)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _refuse(self, problem: str, event: Any) -> None:
+        raise _Refused(problem=problem, problem_mark=event.start_mark)
+
+
+def _where(error: yaml.MarkedYAMLError) -> str:
+    mark = error.problem_mark
+    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+
+
+def _one_line(error: yaml.YAMLError) -> str:
+    """PyYAML spreads a message over lines with a snippet; the CLI prints one line."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        return _where(error) + " ".join(error.problem.split())
+    if isinstance(error, yaml.reader.ReaderError) and isinstance(error.character, int):
+        return f"character #x{error.character:04x} at offset {error.position}: {error.reason}"
+    return " ".join(str(error).split())
+
+
+def check_json(value: Any) -> Any:
+    """Free-form data (tool arguments, results, schemas) that reaches the engine and Postgres:
+    no NUL character (Postgres text and jsonb cannot store one), finite numbers, integers
+    every JSON reader takes exactly. Raises ValueError naming where the problem is."""
+    problem = _json_problem(value, "")
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _json_problem(value: Any, at: str) -> str | None:
+    where = f" at {at}" if at else ""
+    if isinstance(value, str):
+        return f"a NUL character{where}: {NUL_REASON}" if "\0" in value else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_JSON_INT:
+        return f"integer{where} beyond ±(2^53 - 1): not every JSON reader takes it exactly"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"number{where} is {value}: JSON has no infinity or NaN"
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _json_problem(item, f"{at}[{index}]")
+            if problem:
+                return problem
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\0" in key:
+                return f"a NUL character in a key{where}: {NUL_REASON}"
+            problem = _json_problem(item, f"{at}.{key}" if at else str(key))
+            if problem:
+                return problem
+    return None
+
+
+def check_text(value: str) -> str:
+    """A string that reaches the engine or Postgres: no NUL character."""
+    if "\0" in value:
+        index = value.index("\0")
+        raise ValueError(f"contains a NUL character (\\0) at index {index}: {NUL_REASON}")
+    return value
 
 
 def parse(model: type[Model], data: Any, *, source: str, what: str) -> Model:
