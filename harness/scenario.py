@@ -11,13 +11,24 @@ import hashlib
 import importlib.resources
 import json
 import pathlib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
 from harness import errors, validation
 
 RUN_KEY_PLACEHOLDER = "{run}"
+# Bounds on every number of a scenario: finite, and small enough that a trial ends within
+# the deadline and the engine can store what it is given. A value beyond them is the
+# scenario's mistake, refused at validation, not a failure to pin on the engine.
+MIN_DEADLINE_S = 1.0  # a run needs a few round trips to the model, tools and sink
+MAX_DEADLINE_S = 3600.0
+MAX_LATENCY_MS = int(MAX_DEADLINE_S * 1000)  # and at most the scenario's own deadline
+MAX_TURN_TOKENS = 2**31 - 1  # usage of one model response fits a 32-bit integer column
+MAX_BUDGET = 10**6  # model calls and tool calls of one run
+# Tokens of one run: production budgets of millions must replay (`crashcert incident`).
+MAX_TOKEN_BUDGET = 10**9
+MAX_SCRIPTED_FAILURES = 1000  # fail_first / effect_then_fail: retries an engine might make
 TERMINAL_STATUSES = frozenset(
     {"succeeded", "failed", "cancelled", "dead_lettered", "delivery_uncertain", "budget_exhausted"}
 )
@@ -34,13 +45,19 @@ RunStatus = Literal[
 ]
 
 
+# Strings and free-form JSON reach the engine and Postgres: no NUL, finite JSON numbers.
+Text = Annotated[str, pydantic.AfterValidator(validation.check_text)]
+JsonData = Annotated[Any, pydantic.AfterValidator(validation.check_json)]
+JsonObject = Annotated[dict[str, Any], pydantic.AfterValidator(validation.check_json)]
+
+
 class StrictModel(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
 
 class Usage(StrictModel):
-    prompt_tokens: int = pydantic.Field(default=100, ge=0)
-    completion_tokens: int = pydantic.Field(default=20, ge=0)
+    prompt_tokens: int = pydantic.Field(default=100, ge=0, le=MAX_TURN_TOKENS)
+    completion_tokens: int = pydantic.Field(default=20, ge=0, le=MAX_TURN_TOKENS)
 
     @property
     def total_tokens(self) -> int:
@@ -50,20 +67,20 @@ class Usage(StrictModel):
 class ToolBehaviour(StrictModel):
     """What the simulated tool service does with a request."""
 
-    result: Any = pydantic.Field(default_factory=lambda: {"ok": True})
-    latency_ms: int = pydantic.Field(default=0, ge=0)
+    result: JsonData = pydantic.Field(default_factory=lambda: {"ok": True})
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
     # The first N requests answer 503 {"applied": false}: nothing happened, safe to retry.
-    fail_first: int = pydantic.Field(default=0, ge=0)
+    fail_first: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
     # The first N requests apply the effect, then answer 500: the effect happened.
-    effect_then_fail: int = pydantic.Field(default=0, ge=0)
+    effect_then_fail: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
     # Requests never get an answer (until the world stops); no effect is applied.
     hang: bool = False
 
 
 class ToolSpec(StrictModel):
     name: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-    description: str = ""
-    parameters: dict[str, Any] = pydantic.Field(
+    description: Text = ""
+    parameters: JsonObject = pydantic.Field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     replay: Literal["replayable", "non_replayable"]
@@ -71,7 +88,7 @@ class ToolSpec(StrictModel):
     honours_idempotency_key: bool = False
     queryable: bool = False
     requires_approval: bool = False
-    version: str = "1"
+    version: Text = "1"
     behaviour: ToolBehaviour = pydantic.Field(default_factory=ToolBehaviour)
 
     @property
@@ -103,15 +120,15 @@ class ToolSpec(StrictModel):
 
 class ScriptedToolCall(StrictModel):
     id: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-    name: str
-    arguments: dict[str, Any] = pydantic.Field(default_factory=dict)
+    name: Text
+    arguments: JsonObject = pydantic.Field(default_factory=dict)
 
 
 class Turn(StrictModel):
     """One scripted model response: either tool calls or the final content."""
 
     tool_calls: list[ScriptedToolCall] = pydantic.Field(default_factory=list)
-    content: str | None = None
+    content: Text | None = None
     usage: Usage = pydantic.Field(default_factory=Usage)
 
     @pydantic.model_validator(mode="after")
@@ -122,41 +139,43 @@ class Turn(StrictModel):
 
 
 class Budgets(StrictModel):
-    iterations: int = pydantic.Field(default=8, ge=1)
-    tool_calls: int = pydantic.Field(default=8, ge=0)
-    tokens: int = pydantic.Field(default=100_000, ge=1)
+    iterations: int = pydantic.Field(default=8, ge=1, le=MAX_BUDGET)
+    tool_calls: int = pydantic.Field(default=8, ge=0, le=MAX_BUDGET)
+    tokens: int = pydantic.Field(default=100_000, ge=1, le=MAX_TOKEN_BUDGET)
 
 
 class RunInputSpec(StrictModel):
-    system: str = "You are a careful support agent."
-    user: str
+    system: Text = "You are a careful support agent."
+    user: Text
 
 
 class SinkSpec(StrictModel):
     queryable: bool = True
-    latency_ms: int = pydantic.Field(default=0, ge=0)
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
 
 
 class Expectation(StrictModel):
     status: RunStatus = "succeeded"
-    reason: str | None = None
+    reason: Text | None = None
 
 
 class Scenario(StrictModel):
     name: str = pydantic.Field(pattern=r"^[a-z0-9_-]{1,64}$")
-    description: str = ""
+    description: Text = ""
     input: RunInputSpec
     budgets: Budgets = pydantic.Field(default_factory=Budgets)
     tools: list[ToolSpec] = pydantic.Field(default_factory=list)
     turns: list[Turn] = pydantic.Field(min_length=1)
     sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
-    deadline_s: float = pydantic.Field(default=30.0, gt=0)
+    deadline_s: float = pydantic.Field(
+        default=30.0, ge=MIN_DEADLINE_S, le=MAX_DEADLINE_S, allow_inf_nan=False
+    )
     expect: Expectation = pydantic.Field(default_factory=Expectation)
     # A fault plan that belongs to the scenario (an incident replay, say), in the syntax of
     # `crashcert run --fault`: ACTION@POINT[#OCCURRENCE]. `run` uses it when no --fault is given.
-    faults: list[str] = pydantic.Field(default_factory=list)
+    faults: list[Text] = pydantic.Field(default_factory=list)
     # Why this scenario exists: the class of bug or incident it reproduces.
-    note: str = ""
+    note: Text = ""
 
     @pydantic.field_validator("faults")
     @classmethod
@@ -185,7 +204,22 @@ class Scenario(StrictModel):
                 seen_ids.add(call.id)
         if self.expect.status == "succeeded" and self.turns[-1].content is None:
             raise ValueError("a scenario expected to succeed must end with a content turn")
+        self._latencies_within_deadline()
         return self
+
+    def _latencies_within_deadline(self) -> None:
+        """A latency past the deadline fails liveness whatever the engine does."""
+        limit_ms = self.deadline_s * 1000
+        latencies = {
+            f"tools.{index}.behaviour.latency_ms": tool.behaviour.latency_ms
+            for index, tool in enumerate(self.tools)
+        }
+        latencies["sink.latency_ms"] = self.sink.latency_ms
+        for field, latency_ms in latencies.items():
+            if latency_ms > limit_ms:
+                raise ValueError(
+                    f"{field} is {latency_ms}, beyond deadline_s ({self.deadline_s:g} s)"
+                )
 
     def tool(self, name: str) -> ToolSpec:
         for tool in self.tools:

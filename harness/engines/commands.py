@@ -15,7 +15,7 @@ import pathlib
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 
@@ -23,28 +23,46 @@ from harness import boundaries as boundaries_module
 from harness import errors, run_report, validation
 
 COMMAND_TIMEOUT_S = 60.0
+MIN_LEASE_MS = 50
+# Trials wait out a few leases per fault (a pause up to twenty): beyond a minute a single
+# trial would take hours.
+MAX_LEASE_MS = 60_000
+
+# Every string ends up in an argv, the environment or a path: none may hold a NUL.
+Text = Annotated[str, pydantic.AfterValidator(validation.check_text)]
+
+
+def _env_name(name: str) -> str:
+    """A name the OS accepts in an environment: not empty, no `=`, no NUL."""
+    validation.check_text(name)
+    if not name or "=" in name:
+        raise ValueError(f"env name {name!r} is not a valid environment variable name")
+    return name
+
+
+EnvName = Annotated[str, pydantic.AfterValidator(_env_name)]
 
 
 class EngineDescription(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    name: str
-    description: str = ""
-    migrate: list[str]
-    worker: list[str]
-    submit: list[str]
-    status: list[str]
-    export: list[str] | None = None
-    env: dict[str, str] = pydantic.Field(default_factory=dict)
-    lease_ms: int = pydantic.Field(default=1000, ge=50)
+    name: Text
+    description: Text = ""
+    migrate: list[Text]
+    worker: list[Text]
+    submit: list[Text]
+    status: list[Text]
+    export: list[Text] | None = None
+    env: dict[EnvName, Text] = pydantic.Field(default_factory=dict)
+    lease_ms: int = pydantic.Field(default=1000, ge=MIN_LEASE_MS, le=MAX_LEASE_MS)
     # Where the commands run, relative to the description file.
-    workdir: str = "."
+    workdir: Text = "."
     # Optional in-process adapter: a module with migrate/submit/report/export(dsn, ...)
     # functions, used instead of the commands (workers always run as processes).
-    python_adapter: str | None = None
+    python_adapter: Text | None = None
     # Modules a warm fork server imports once, so Python workers start in milliseconds
     # (harness/forkserver.py; needs a `[python, -m, module, ...]` worker command).
-    preload: list[str] = pydantic.Field(default_factory=list)
+    preload: list[Text] = pydantic.Field(default_factory=list)
     # "all", or the list of points the engine reports; [] means black box.
     boundaries: list[str] | str = "all"
 

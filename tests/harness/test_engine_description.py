@@ -32,6 +32,10 @@ def test_a_valid_description(tmp_path):
     [
         (("lease_ms: 300", "lease_ms: 5"), "lease_ms: Input should be greater than or equal to 50"),
         (
+            ("lease_ms: 300", "lease_ms: 60001"),
+            "lease_ms: Input should be less than or equal to 60000",
+        ),
+        (
             ("tools.pending:before_commit", "tools.pendin"),
             "unknown boundary points ['tools.pendin']",
         ),
