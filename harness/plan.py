@@ -7,11 +7,15 @@ recovering worker a second time right after it claims the run.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from harness import boundaries, errors, history
+import pydantic
+
+from harness import boundaries, errors, history, validation
+from harness import scenario as scenario_module
 
 FAULT_SYNTAX = re.compile(
     r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?"
@@ -32,6 +36,17 @@ HEALED_FAULTS = frozenset({"db_cut", "commit_lost", "commit_dropped", "latency",
 COMMIT_FAULTS = frozenset({"commit_lost", "commit_dropped"})
 # After the terminal commit no lease is held: pausing or cutting there proves nothing new.
 HOLDS_LEASE_UNTIL = "run.finished"
+# The params a fault understands (harness/nemesis.py), each by kind. Times are bounded like
+# a scenario's deadline: a heal or a time point beyond it only stalls the trial.
+FAULT_PARAMS = {
+    "same_worker_id": "flag",  # kill: restart the killed worker under the same id
+    "heal_after_s": "seconds",  # heal the fault after this long
+    "heal_at": "point",  # heal when any worker reports this point (checked below)
+    "resume_after_s": "seconds",  # pause: SIGCONT at the latest after this long
+    "latency_ms": "milliseconds",  # latency: the delay added to the link
+}
+MAX_FAULT_S = scenario_module.MAX_DEADLINE_S
+MAX_FAULT_LATENCY_MS = scenario_module.MAX_LATENCY_MS
 
 
 def parse_fault(text: str) -> history.FaultStep:
@@ -53,6 +68,12 @@ def parse_fault(text: str) -> history.FaultStep:
             f"known: {', '.join(boundaries.all_points())}; black box: "
             f"{', '.join(boundaries.WORLD_POINTS)}, time:+SECONDSs"
         )
+    seconds = boundaries.time_point_seconds(point)
+    if seconds is not None and seconds > MAX_FAULT_S:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: {point} is beyond {MAX_FAULT_S:g} seconds, "
+            "longer than any scenario's deadline"
+        )
     try:
         step = history.FaultStep(
             action=match["action"],  # type: ignore[arg-type]
@@ -60,10 +81,29 @@ def parse_fault(text: str) -> history.FaultStep:
             occurrence=int(match["occurrence"] or 1),
             params=_params(match["params"]),
         )
+    except pydantic.ValidationError as error:  # one line, naming the part: action, occurrence
+        raise errors.CrashcertError(f"bad fault {text!r}: {validation.describe(error)}") from None
     except ValueError as error:
         raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+    _check_commit_point(text, step)
     _check_heal_at(text, step)
     return step
+
+
+def _check_commit_point(text: str, step: history.FaultStep) -> None:
+    """A lost or dropped COMMIT needs a COMMIT in flight: a `:before_commit` point. Anywhere
+    else nothing is held, the fault strikes no transaction and the checkers see nothing."""
+    if step.action not in COMMIT_FAULTS or step.point.endswith(boundaries.BEFORE_COMMIT_SUFFIX):
+        return
+    if step.point in boundaries.BEFORE_COMMIT:
+        hint = f": use {step.point}{boundaries.BEFORE_COMMIT_SUFFIX}"
+    else:
+        twins = [p for p in boundaries.all_points() if p.endswith(boundaries.BEFORE_COMMIT_SUFFIX)]
+        hint = f", and {step.point} has none; points with one: {', '.join(twins)}"
+    raise errors.CrashcertError(
+        f"bad fault {text!r}: {step.action} strikes a COMMIT in flight, so it needs a "
+        f"{boundaries.BEFORE_COMMIT_SUFFIX} point{hint}"
+    )
 
 
 def _check_heal_at(text: str, step: history.FaultStep) -> None:
@@ -83,22 +123,44 @@ def _check_heal_at(text: str, step: history.FaultStep) -> None:
 
 
 def _params(text: str | None) -> dict[str, Any]:
-    """`same_worker_id=true&heal_after_s=2.5` -> {"same_worker_id": True, "heal_after_s": 2.5}."""
+    """`same_worker_id=true&heal_after_s=2.5` -> {"same_worker_id": True, "heal_after_s": 2.5}.
+
+    Every name known, given once, its value of its kind and within bounds; ValueError says
+    which is not.
+    """
     params: dict[str, Any] = {}
     for item in text.split("&") if text else []:
         name, _, raw = item.partition("=")
-        value: Any = raw
-        if raw in ("true", "false"):
-            value = raw == "true"
-        else:
-            for kind in (int, float):
-                try:
-                    value = kind(raw)
-                    break
-                except ValueError:
-                    continue
-        params[name] = value
+        if name not in FAULT_PARAMS:
+            raise ValueError(f"unknown param {name!r}; known: {', '.join(sorted(FAULT_PARAMS))}")
+        if name in params:
+            raise ValueError(f"param {name!r} given twice")
+        params[name] = _param_value(name, raw)
     return params
+
+
+def _param_value(name: str, raw: str) -> Any:
+    kind = FAULT_PARAMS[name]
+    if kind == "flag":
+        if raw not in ("true", "false"):
+            raise ValueError(f"{name}={raw}: expected true or false")
+        return raw == "true"
+    if kind == "seconds":
+        try:
+            # An integer stays one, so the step's label reads as it was written.
+            seconds: float = int(raw) if raw.isdigit() else float(raw)
+        except ValueError:
+            raise ValueError(f"{name}={raw}: expected a number of seconds") from None
+        if not (math.isfinite(seconds) and 0 < seconds <= MAX_FAULT_S):
+            raise ValueError(f"{name}={raw}: expected seconds above 0, at most {MAX_FAULT_S:g}")
+        return seconds
+    if kind == "milliseconds":
+        if not raw.isdigit() or not 0 < int(raw) <= MAX_FAULT_LATENCY_MS:
+            raise ValueError(
+                f"{name}={raw}: expected whole milliseconds from 1 to {MAX_FAULT_LATENCY_MS}"
+            )
+        return int(raw)
+    return raw  # a point: _check_heal_at knows it
 
 
 def parse_fault_classes(text: str) -> list[str]:

@@ -33,6 +33,9 @@ def test_a_heal_point_rides_on_the_step_and_its_label():
         ("kill@tools.pending#0", "bad fault"),
         ("kill@tools.pending#1?heal_at=tool.settled#1", "heal_at only applies to commit_dropped"),
         ("db_cut@tools.pending#1?heal_at=tool.setled#1", "heal_at=tool.setled#1 is not a known"),
+        ("db_cut@tools.pending#1?heal_after_s=abc", "heal_after_s=abc: expected a number"),
+        ("kill@tools.pending#1?bogus=1", "unknown param 'bogus'"),
+        ("commit_lost@tool.returned#1", "and tool.returned has none"),
     ],
 )
 def test_parse_fault_rejects_bad_input_clearly(text, problem):
