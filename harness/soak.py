@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import pathlib
 import random
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 
 from harness import (
     checkers,
+    errors,
     history,
     run_report,
 )
@@ -55,6 +57,12 @@ SOAK_INVARIANTS = (
     "transcript.intact",
 )
 FAULT_KINDS = ("kill", "pause", "db_cut")
+# Run keys carry a five-digit index: with more runs one key would be a prefix of another.
+MAX_RUNS = 100_000
+MAX_WORKERS = 64  # each is a process with its own Toxiproxy link
+MAX_STORM_S = 24 * 3600.0
+MAX_SETTLE_S = 24 * 3600.0
+MAX_PG_RESTARTS = 100
 
 
 @dataclasses.dataclass
@@ -90,6 +98,9 @@ def run_soak(
     settle_s: float = 120.0,
     out_dir: pathlib.Path,
 ) -> SoakResult:
+    check_options(
+        runs=runs, workers=workers, storm_s=storm_s, pg_restarts=pg_restarts, settle_s=settle_s
+    )
     rng = random.Random(seed)
     engine = lab.engine
     soak_id = f"soak{seed}-{uuid.uuid4().hex[:6]}"
@@ -156,6 +167,26 @@ def run_soak(
         stuck=stuck,
         failures=failures,
     )
+
+
+def check_options(
+    *, runs: int, workers: int, storm_s: float, pg_restarts: int, settle_s: float
+) -> None:
+    """Refuse a soak that would test nothing (no runs, no storm) or never end."""
+    counts = {
+        "runs": (runs, 1, MAX_RUNS),
+        "workers": (workers, 1, MAX_WORKERS),
+        "pg_restarts": (pg_restarts, 0, MAX_PG_RESTARTS),
+    }
+    for name, (value, low, high) in counts.items():
+        if not low <= value <= high:
+            raise errors.CrashcertError(f"soak: {name} must be from {low} to {high}, got {value}")
+    durations = {"storm_s": (storm_s, MAX_STORM_S), "settle_s": (settle_s, MAX_SETTLE_S)}
+    for name, (seconds, longest) in durations.items():
+        if not (math.isfinite(seconds) and 0 < seconds <= longest):
+            raise errors.CrashcertError(
+                f"soak: {name} must be above 0 and at most {longest:g} seconds, got {seconds:g}"
+            )
 
 
 def _terminal(report: run_report.RunReport | None) -> bool:
