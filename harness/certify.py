@@ -9,7 +9,6 @@ failing trial. Rendered as a terminal table, JSON and Markdown (with a badge lin
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import pathlib
@@ -19,7 +18,7 @@ from typing import Any, Literal
 import rich.console
 import rich.table
 
-from harness import blackbox, boundaries, checkers, errors, levels, report, terminal
+from harness import blackbox, boundaries, checkers, errors, interrupt, levels, report, terminal
 from harness import lab as lab_module
 from harness import matrix as matrix_module
 from harness import scenario as scenario_module
@@ -236,8 +235,7 @@ def _time_trials(
         done.append(outcome)
         return outcome
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(run, specs))
+    return interrupt.run_pool(run, specs, jobs=jobs)
 
 
 # --- rendering -------------------------------------------------------------------------

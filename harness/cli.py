@@ -219,6 +219,8 @@ def analyze(directory: str) -> None:
         results, verdict = trial_module.judge(trial)
         verdicts.append(verdict)
         terminal.print_results(console, results, verdict)
+        if trial.interrupted:
+            console.print(terminal.line(("INTERRUPTED", "yellow"), f": {trial.interrupted}"))
     sys.exit(matrix_module.worst(verdicts).exit_code)
 
 

@@ -119,6 +119,7 @@ class TrialHistory(pydantic.BaseModel):
     finished_at: float | None = None  # when the run was first seen terminal
     ended_at: float = 0.0
     harness_error: str | None = None  # the environment or harness broke: verdict ERROR
+    interrupted: str | None = None  # the user stopped it first: proves nothing, INCONCLUSIVE
 
     @property
     def final_report(self) -> run_report.RunReport | None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import pathlib
 import threading
 import time
 from collections.abc import Callable
 
-from harness import boundaries, plan
+from harness import boundaries, interrupt, plan
 from harness import lab as lab_module
 from harness import scenario as scenario_module
 from harness import trial as trial_module
@@ -77,8 +76,7 @@ def run_matrix(
         counter.done(outcome)
         return outcome
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        result.outcomes.extend(pool.map(run, specs))  # map keeps the plan's order
+    result.outcomes.extend(interrupt.run_pool(run, specs, jobs=jobs))  # in the plan's order
     result.unreached = plan.unreached(lab.engine.boundaries, traces)
     result.wall_s = time.monotonic() - started
     return result

@@ -35,6 +35,7 @@ HEADER_FIELDS = (
     "finished_at",
     "ended_at",
     "harness_error",
+    "interrupted",
 )
 STREAMS = {
     "event": "events",
@@ -108,6 +109,7 @@ def write_trial(
         "crashcert_version": provenance.version(),
         "git_revision": provenance.git_revision(),
         "verdict": verdict,
+        "interrupted": trial.interrupted,
         "duration_s": round(trial.ended_at - trial.started_at, 3),
     }
     (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -24,6 +24,7 @@ from harness import (
     control,
     errors,
     history,
+    interrupt,
     run_report,
     store,
 )
@@ -132,9 +133,23 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
     try:
         with lab.gate.hold(exclusive=restarts_postgres):
             _execute(lab, spec, trial, directory)
+    except KeyboardInterrupt:
+        trial.interrupted = interrupt.NOTE
+        _finish(trial, spec, directory)  # stored as interrupted, then the stop goes on
+        raise
     except Exception as error:  # the harness or the environment broke: ERROR, never PASS
-        log.exception("trial %s failed to run", trial_id)
-        trial.harness_error = f"{type(error).__name__}: {error}"
+        if interrupt.requested():
+            trial.interrupted = interrupt.NOTE  # what broke was torn down by the stop
+        else:
+            log.exception("trial %s failed to run", trial_id)
+            trial.harness_error = f"{type(error).__name__}: {error}"
+    return _finish(trial, spec, directory)
+
+
+def _finish(
+    trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path
+) -> TrialOutcome:
+    """Judge the trial and store its directory."""
     trial.ended_at = time.time()
     results, verdict = judge(trial)
     repro = repro_command(spec)
@@ -279,6 +294,7 @@ def _wait_terminal(
         return hit.point == "run.finished" and hit.run_id == run_id
 
     while time.monotonic() < deadline:
+        interrupt.check()
         poll = REPORT_POLL_S if engine.boundaries else BLACK_BOX_POLL_S
         timeout = min(poll, max(0.0, deadline - time.monotonic()))
         hit = server.wait_for(finished, timeout=timeout)

@@ -85,7 +85,10 @@ def check_all(
 def trial_verdict(
     history: history_module.TrialHistory, results: Iterable[verdict.CheckResult]
 ) -> verdict.Verdict:
-    """The trial's verdict: ERROR when the harness broke, else the combined results."""
+    """The trial's verdict: INCONCLUSIVE when the user stopped it (what broke after that is
+    the stop's doing), ERROR when the harness broke, else the combined results."""
+    if history.interrupted:
+        return verdict.Verdict.INCONCLUSIVE
     if history.harness_error:
         return verdict.Verdict.ERROR
     return verdict.combine(results)
