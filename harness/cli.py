@@ -249,7 +249,7 @@ def validate(files: tuple[str, ...]) -> None:
         except errors.CrashcertError as error:
             bad += 1
             console.print(f"invalid {error}")
-    sys.exit(1 if bad else 0)
+    sys.exit(verdict_module.Verdict.ERROR.exit_code if bad else 0)  # bad input, not a FAIL
 
 
 @main.command()
@@ -289,6 +289,13 @@ def soak(
     """Many runs, several workers, a seeded storm of kills, pauses, cuts and restarts."""
     from harness import soak as soak_module
 
+    soak_module.check_options(  # refused before a cluster starts
+        runs=runs,
+        workers=workers,
+        storm_s=storm_s,
+        pg_restarts=pg_restarts,
+        settle_s=soak_module.DEFAULT_SETTLE_S,
+    )
     engine = commands.find(engine_ref)
     scenario = scenario_module.find(scenario_name)
     console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")

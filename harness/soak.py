@@ -58,6 +58,7 @@ SOAK_INVARIANTS = (
 )
 FAULT_KINDS = ("kill", "pause", "db_cut")
 # Run keys carry a five-digit index: with more runs one key would be a prefix of another.
+DEFAULT_SETTLE_S = 120.0  # after the storm: how long runs may take to finish
 MAX_RUNS = 100_000
 MAX_WORKERS = 64  # each is a process with its own Toxiproxy link
 MAX_STORM_S = 24 * 3600.0
@@ -95,7 +96,7 @@ def run_soak(
     seed: int = 0,
     storm_s: float = 60.0,
     pg_restarts: int = 2,
-    settle_s: float = 120.0,
+    settle_s: float = DEFAULT_SETTLE_S,
     out_dir: pathlib.Path,
 ) -> SoakResult:
     check_options(

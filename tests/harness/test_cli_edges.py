@@ -30,7 +30,7 @@ def test_markup_in_user_text_is_printed_as_it_is(tmp_path: pathlib.Path) -> None
     scenario.write_text("name: 'Not A Name'\n")
     done = _crashcert("scenarios", "validate", str(scenario), cwd=tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 1
+    assert done.returncode == verdict_module.Verdict.ERROR.exit_code  # bad input
     assert "invalid" in done.stdout and MARKUP in done.stdout  # not eaten as markup
     assert "^[a-z0-9_-]{1,64}$" in done.stdout  # the pattern as written, brackets included
 
@@ -80,3 +80,14 @@ def test_analyze_reports_a_corrupt_history_and_judges_the_rest(tmp_path: pathlib
     assert f"{bad}" in result.output and "unreadable" in result.output
     assert f"{good}" in result.output
     assert "reply.single_delivery: " in result.output  # the good trial was judged
+
+
+@pytest.mark.parametrize("option", [["--runs", "0"], ["--storm-s", "-5"]])
+def test_a_soak_that_tests_nothing_is_refused_before_anything_starts(
+    tmp_path: pathlib.Path, option: list[str]
+) -> None:
+    done = _crashcert("soak", *option, cwd=tmp_path)
+    assert done.returncode == verdict_module.Verdict.ERROR.exit_code
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("crashcert: soak: ")
+    assert "soak seed=" not in done.stdout  # refused before a cluster was started
