@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from harness import errors, history, provenance
+from harness.postgres import dsn as pg_dsn
 
 HEADER_FIELDS = (
     "trial_id",
@@ -105,7 +106,8 @@ def write_trial(
         "scenario": trial.scenario.name,
         "plan": [step.model_dump(mode="json") for step in trial.plan],
         "seed": trial.seed,
-        "command_line": sys.argv,
+        # Stored for anyone who can read the trial: a --pg-dsn password must not come along.
+        "command_line": pg_dsn.redact_argv(sys.argv),
         "crashcert_version": provenance.version(),
         "git_revision": provenance.git_revision(),
         "verdict": verdict,
