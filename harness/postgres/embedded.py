@@ -2,8 +2,11 @@
 
 Layout: one private directory (mkdtemp, mode 0700, owned by the server account) holding
 `data/` (the cluster), `postgres.log` and the Unix socket. TCP on 127.0.0.1, a free port,
-trust authentication (the cluster is local, private and thrown away), fsync on: the nemesis
-crashes this server and committed data must survive like it would in production.
+fsync on: the nemesis crashes this server and committed data must survive like it would in
+production. Every connection, TCP or socket, needs a password (SCRAM-SHA-256): any local user
+can reach the loopback port, and a superuser can run programs as the server account (COPY ...
+TO PROGRAM). The password is random per cluster, lives in this process and in the DSNs it
+hands out, and reaches initdb through a 0600 file in the private directory, deleted at once.
 
 Cleanup is certain: `close()` at the end of `with`, at exit and on SIGTERM/SIGHUP (reaper);
 Ctrl-C unwinds `with` blocks as KeyboardInterrupt. pg_ctl starts the postmaster in its own
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import secrets
 import shutil
 import socket
 import subprocess
@@ -39,6 +43,9 @@ STOP_TIMEOUT_S = 30
 INITDB_TIMEOUT_S = 120
 PORT_ATTEMPTS = 3
 LOG_TAIL_CHARS = 2000
+AUTH_METHOD = "scram-sha-256"
+PASSWORD_BYTES = 32  # secrets.token_urlsafe: about 43 characters, none that need quoting
+PWFILE_NAME = "superuser.pwfile"
 
 # Quick but durable-correct: fsync, synchronous_commit and full_page_writes stay on; what is
 # turned down only costs memory or background work, never durability.
@@ -71,6 +78,7 @@ class EmbeddedServer:
         self.datadir = root / "data"
         self.log_path = root / "postgres.log"
         self._port = 0
+        self._password = secrets.token_urlsafe(PASSWORD_BYTES)
         self._closed = False
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_fd: int | None = None
@@ -91,7 +99,10 @@ class EmbeddedServer:
         return self.database_dsn(server.ADMIN_DATABASE)
 
     def database_dsn(self, name: str) -> str:
-        return dsn.make(host=HOST, port=self._port, dbname=name, user=server.SUPERUSER)
+        return dsn.make(
+            host=HOST, port=self._port, dbname=name, user=server.SUPERUSER,
+            password=self._password,
+        )
 
     def stop_immediate(self) -> None:
         """`pg_ctl stop -m immediate`: backends die without a checkpoint, like a crash."""
@@ -154,13 +165,30 @@ class EmbeddedServer:
             return None
 
     def _initdb(self) -> None:
+        pwfile = self.root / PWFILE_NAME
+        self._write_private(pwfile, self._password + "\n")
         cmd = [
             str(self._bindir / "initdb"), "-D", str(self.datadir), "-U", server.SUPERUSER,
-            "-A", "trust", "-E", "UTF8", "--locale=C",
+            f"--pwfile={pwfile}", f"--auth-local={AUTH_METHOD}", f"--auth-host={AUTH_METHOD}",
+            "-E", "UTF8", "--locale=C",
         ]
-        result = self._run(cmd, timeout_s=INITDB_TIMEOUT_S)
+        try:
+            result = self._run(cmd, timeout_s=INITDB_TIMEOUT_S)
+        finally:
+            pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise errors.EnvironmentProblem(f"initdb failed ({result.returncode}): {result.stdout}")
+
+    def _write_private(self, path: pathlib.Path, text: str) -> None:
+        """A new file only its owner reads: the server account, which must read it."""
+        # O_EXCL: never write into a file (or through a link) someone else put there first.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if self._account is not None:
+                os.fchown(fd, self._account.uid, self._account.gid)
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
 
     def _configure(self, settings: dict[str, str]) -> None:
         merged = {**DEFAULT_SETTINGS, "unix_socket_directories": f"'{self.root}'", **settings}
