@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from harness import errors, store
+from harness import errors, redaction, store
 from harness import scenario as scenario_module
 from harness.engines import commands
 
@@ -122,21 +122,9 @@ def _templated(value: Any, run_key: str) -> Any:
     return value
 
 
-def redact(value: Any) -> Any:
-    """The same shape with nothing of the content: strings, numbers replaced; keys kept."""
-    if isinstance(value, str):
-        return f"[redacted {len(value)} chars]"
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return 0
-    if isinstance(value, float):
-        return 0.0
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    if isinstance(value, dict):
-        return {key: redact(item) for key, item in value.items()}
-    return value
+def _kept(value: Any, redactor: redaction.Redactor | None) -> Any:
+    """`value` as recorded, or only its shape when the export is redacted."""
+    return value if redactor is None else redactor.value(value)
 
 
 def _message(response: Any) -> dict[str, Any]:
@@ -151,7 +139,7 @@ def _message(response: Any) -> dict[str, Any]:
 
 
 def _turns(
-    tables: Tables, run_key: str, *, redacted: bool, notes: list[str]
+    tables: Tables, run_key: str, *, redactor: redaction.Redactor | None, notes: list[str]
 ) -> list[dict[str, Any]]:
     recorded: dict[int, dict[str, Any]] = {}
     for call in _rows(tables, "model_calls"):
@@ -188,12 +176,12 @@ def _turns(
                     {
                         "id": item["id"],
                         "name": function.get("name"),
-                        "arguments": redact(arguments) if redacted else arguments,
+                        "arguments": _kept(arguments, redactor),
                     }
                 )
         else:
             content = _templated(message.get("content") or "", run_key)
-            entry["content"] = redact(content) if redacted else content
+            entry["content"] = _kept(content, redactor)
         turns.append(entry)
     interrupted = [
         f"turn {c['turn']} attempt {c['attempt']}"
@@ -206,7 +194,7 @@ def _turns(
 
 
 def _tools(
-    tables: Tables, run_key: str, *, redacted: bool, notes: list[str]
+    tables: Tables, run_key: str, *, redactor: redaction.Redactor | None, notes: list[str]
 ) -> list[dict[str, Any]]:
     tools: dict[str, dict[str, Any]] = {}
     results: dict[str, list[Any]] = {}
@@ -225,10 +213,11 @@ def _tools(
             )
             declaration = {"replay": "non_replayable", "effect": "write"}
         function = declaration.get("function") or {}
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
         tools[name] = {
             "name": name,
-            "description": function.get("description", ""),
-            "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+            "description": _kept(function.get("description", ""), redactor),
+            "parameters": parameters if redactor is None else redactor.schema(parameters),
             "replay": declaration.get("replay", "non_replayable"),
             "effect": declaration.get("effect", "write"),
             "honours_idempotency_key": bool(declaration.get("honours_idempotency_key", False)),
@@ -244,7 +233,7 @@ def _tools(
         if len(distinct) > 1:
             notes.append(f"tool {name}: {len(distinct)} different results; the first is replayed")
         result = _templated(seen[0], run_key)
-        tool["behaviour"] = {"result": redact(result) if redacted else result}
+        tool["behaviour"] = {"result": _kept(result, redactor)}
     return list(tools.values())
 
 
@@ -338,7 +327,7 @@ def _point_of(kind: str, data: dict[str, Any]) -> str | None:
 
 
 def _input(
-    run: dict[str, Any], run_key: str, *, redacted: bool, notes: list[str]
+    run: dict[str, Any], run_key: str, *, redactor: redaction.Redactor | None, notes: list[str]
 ) -> dict[str, Any]:
     messages = (_json(run.get("input")) or {}).get("messages") or []
     system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
@@ -348,9 +337,9 @@ def _input(
     if len(messages) > (2 if system is not None else 1):
         notes.append(f"the input had {len(messages)} messages; only system and first user kept")
     user = _templated(MARKER.sub(" ", users[0]).strip(), run_key)
-    spec: dict[str, Any] = {"user": redact(user) if redacted else user}
+    spec: dict[str, Any] = {"user": _kept(user, redactor)}
     if system is not None:
-        spec["system"] = redact(system) if redacted else system
+        spec["system"] = _kept(system, redactor)
     return spec
 
 
@@ -369,8 +358,10 @@ def scenario_from_tables(
     run_id = str(run["id"])
     run_key = str(run.get("run_key") or "")
     notes: list[str] = []
-    turns = _turns(tables, run_key, redacted=redacted, notes=notes)
-    tools = _tools(tables, run_key, redacted=redacted, notes=notes)
+    # One redactor for the whole export: argument keys stay those of the tool's schema.
+    redactor = redaction.Redactor() if redacted else None
+    turns = _turns(tables, run_key, redactor=redactor, notes=notes)
+    tools = _tools(tables, run_key, redactor=redactor, notes=notes)
     queryable = _sink_queryable(tables, sink_queryable, notes)
     inference = infer_faults(_rows(tables, "events"), status=run.get("status"))
     status = run.get("status")
@@ -388,7 +379,7 @@ def scenario_from_tables(
             + (f" ({run['reason']})" if run.get("reason") and not redacted else "")
             + f", {', '.join(attempts)}."
         ),
-        "input": _input(run, run_key, redacted=redacted, notes=notes),
+        "input": _input(run, run_key, redactor=redactor, notes=notes),
         "budgets": {
             "iterations": int(run["budget_iterations"]),
             "tool_calls": int(run["budget_tool_calls"]),
@@ -407,7 +398,10 @@ def scenario_from_tables(
 def _note(items: list[str], *, redacted: bool) -> str:
     sentences = [item.rstrip(".") + "." for item in items]
     if redacted:
-        sentences.append("Prompts, arguments, results and replies are redacted (same shape).")
+        sentences.append(
+            "Prompts, tool descriptions and schemas, arguments, results and replies are "
+            "redacted (same shape, object keys numbered)."
+        )
     return " ".join(["Inferred from the engine's event trail:", *sentences])
 
 

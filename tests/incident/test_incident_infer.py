@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import incident
+from harness import incident, redaction
 
 
 def trail(*items: tuple[str, str | None] | tuple[str, str | None, dict[str, Any]]) -> list[dict]:
@@ -86,11 +86,11 @@ def test_a_clean_trail_has_no_fault() -> None:
 
 def test_redaction_keeps_the_shape() -> None:
     value = {"order": "ord-42", "amount": 4999, "ok": True, "items": ["a", 1.5, None]}
-    assert incident.redact(value) == {
-        "order": "[redacted 6 chars]",
-        "amount": 0,
-        "ok": True,
-        "items": ["[redacted 1 chars]", 0.0, None],
+    assert redaction.Redactor().value(value) == {
+        "key_1": "[redacted 6 chars]",
+        "key_2": 0,
+        "key_3": True,
+        "key_4": ["[redacted 1 chars]", 0.0, None],
     }
 
 
