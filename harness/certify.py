@@ -31,6 +31,7 @@ DEFAULT_TIME_KILLS = 2
 # Matches no point: a mode whose points were all filtered out runs its baselines only.
 _NO_POINT = "-"
 TIME = "time"
+PLAN_APPLIED = "plan.applied"
 Verdict = verdict_module.Verdict
 
 
@@ -57,6 +58,23 @@ class CertTrial:
     def result(self, invariant: str) -> verdict_module.CheckResult | None:
         return next((r for r in self.outcome.results if r.invariant == invariant), None)
 
+    @property
+    def struck(self) -> bool:
+        """Every planned fault struck (plan.applied PASSed); a baseline has none to strike."""
+        applied = self.result(PLAN_APPLIED)
+        return applied is None or applied.verdict is Verdict.PASS
+
+    def verdict(self, invariant: str) -> Verdict:
+        """The invariant's verdict as the certificate counts it. A PASS in a trial whose
+        fault never struck shows nothing (INCONCLUSIVE): the run was never put to the test.
+        A FAIL stays a FAIL; a missing result is an ERROR."""
+        result = self.result(invariant)
+        if result is None:
+            return Verdict.ERROR
+        if result.verdict is Verdict.PASS and not self.struck:
+            return Verdict.INCONCLUSIVE
+        return result.verdict
+
 
 @dataclasses.dataclass
 class Certification:
@@ -74,11 +92,7 @@ class Certification:
     def verdict_of(self, invariant: str, trials: list[CertTrial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
         chosen = self.trials if trials is None else trials
-        verdicts = []
-        for trial in chosen:
-            result = trial.result(invariant)
-            verdicts.append(result.verdict if result else Verdict.ERROR)
-        return matrix_module.worst(verdicts)
+        return matrix_module.worst([trial.verdict(invariant) for trial in chosen])
 
     @property
     def held(self) -> set[str]:
@@ -116,14 +130,7 @@ class Certification:
 
     @property
     def not_applied(self) -> list[CertTrial]:
-        return [
-            t
-            for t in self.trials
-            if any(
-                r.invariant == "plan.applied" and r.verdict is not Verdict.PASS
-                for r in t.outcome.results
-            )
-        ]
+        return [t for t in self.trials if not t.struck]
 
 
 def resolve_modes(mode: str, engine_boundaries: tuple[str, ...]) -> list[Mode]:
@@ -242,11 +249,7 @@ def _time_trials(
 
 
 def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verdict]:
-    found = []
-    for trial in cert.in_class(name):
-        result = trial.result(invariant)
-        found.append(result.verdict if result else Verdict.ERROR)
-    return found
+    return [trial.verdict(invariant) for trial in cert.in_class(name)]
 
 
 def _first_problem(cert: Certification, invariant: str) -> str:
