@@ -41,6 +41,7 @@ from harness import (
 )
 from harness.checkers import verdict as verdict_module
 from harness.engines import commands
+from harness.postgres import dsn as pg_dsn
 
 console = terminal.make_console()
 _verbose = False  # set by -v: tracebacks for harness errors
@@ -327,7 +328,7 @@ def entry() -> None:
     try:
         main(standalone_mode=False)
     except errors.CrashcertError as error:
-        click.echo(f"crashcert: {error}", err=True)
+        click.echo(f"crashcert: {pg_dsn.redact_text(str(error))}", err=True)
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
     except click.exceptions.Exit as exit_:
         sys.exit(exit_.exit_code)
@@ -339,7 +340,8 @@ def entry() -> None:
     except Exception as error:  # the harness or its environment broke: ERROR, never FAIL
         if _verbose:
             traceback.print_exc()
-        detail = str(error).strip().splitlines()
+        # libpq quotes a DSN it cannot parse, password and all
+        detail = pg_dsn.redact_text(str(error)).strip().splitlines()
         reason = f"{type(error).__name__}: {detail[0] if detail else ''}".rstrip(": ")
         hint = "" if _verbose else " (rerun with -v for the traceback)"
         click.echo(f"crashcert: harness or environment error: {reason}{hint}", err=True)

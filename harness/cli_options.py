@@ -86,7 +86,9 @@ def pg_option(function: Any) -> Any:
         "--pg-dsn",
         envvar="CRASHCERT_PG_DSN",
         default=None,
-        help="Use this PostgreSQL server instead of an embedded throwaway cluster.",
+        help="Use this PostgreSQL server instead of an embedded throwaway cluster. Its "
+        "password is visible to local users in the process list while crashcert runs: prefer "
+        "CRASHCERT_PG_DSN, PGPASSWORD or ~/.pgpass.",
     )(function)
 
 

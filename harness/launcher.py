@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import threading
 from collections.abc import Callable, Mapping
@@ -48,10 +47,7 @@ class Launcher:
             return f"{self._trial_id}-w{self._count}"
 
     def environment(self, worker_id: str) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in list(env):
-            if name.startswith("CRASHCERT_") or name in {"DATABASE_URL", "OPENAI_BASE_URL"}:
-                del env[name]
+        env = adapter_module.inherited_environment()
         env.update(self._engine.worker_env())
         env.update(self._world_env)
         if worker_id not in self._dsns:

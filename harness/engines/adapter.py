@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from harness import run_report
+
+# The harness's own settings (CRASHCERT_PG_DSN may carry a password) and the addresses it
+# sets itself: an engine process inherits none of them from the harness's environment.
+HARNESS_PREFIX = "CRASHCERT_"
+SET_BY_HARNESS = frozenset({"DATABASE_URL", "OPENAI_BASE_URL"})
+
+
+def inherited_environment() -> dict[str, str]:
+    """The harness's environment less what is the harness's own."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(HARNESS_PREFIX) and name not in SET_BY_HARNESS
+    }
 
 
 class EngineAdapter(Protocol):

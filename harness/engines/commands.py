@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import importlib.resources
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pydantic
 
 from harness import boundaries as boundaries_module
 from harness import errors, run_report, validation
+from harness.engines import adapter as adapter_module
 
 COMMAND_TIMEOUT_S = 60.0
 MIN_LEASE_MS = 50
@@ -101,10 +101,9 @@ class CommandEngine:
         return [part.format(**values) for part in template]
 
     def _env(self, dsn: str) -> dict[str, str]:
-        env = dict(os.environ)
+        env = adapter_module.inherited_environment()
         env.update(self.description.env)
         env["DATABASE_URL"] = dsn
-        env.pop("CRASHCERT_CONTROL", None)
         return env
 
     def _run(self, what: str, argv: list[str], dsn: str, *, stdin: str | None = None) -> str:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
+import uuid
 
 import click.testing
 import pytest
 
-from harness import cli, cli_options, store
+from harness import cli, cli_options, postgres, store
 from harness.checkers import verdict as verdict_module
+from harness.engines import adapter, commands
+from harness.postgres import admin
+from harness.postgres import dsn as pg_dsn
 from tests.checkers import builders
 
 CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
@@ -91,3 +95,48 @@ def test_a_soak_that_tests_nothing_is_refused_before_anything_starts(
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("crashcert: soak: ")
     assert "soak seed=" not in done.stdout  # refused before a cluster was started
+
+
+def test_an_unparsable_dsn_is_one_line_without_its_password(tmp_path: pathlib.Path) -> None:
+    done = _crashcert(
+        "run", "--scenario", "refund", "--pg-dsn", "postgresql://ops:hunter2@[bad", cwd=tmp_path
+    )
+    assert done.returncode == verdict_module.Verdict.ERROR.exit_code
+    assert "Traceback" not in done.stderr and "hunter2" not in done.stderr + done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.postgres
+def test_a_role_without_createdb_is_a_clear_error(
+    tmp_path: pathlib.Path, pg_server: postgres.Server
+) -> None:
+    role = f"nocreatedb_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    with admin.connect(pg_server.dsn) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+    try:
+        dsn = pg_dsn.make(
+            host=pg_server.host, port=pg_server.port, dbname="postgres", user=role,
+            password=password,
+        )
+        done = _crashcert("run", "--scenario", "refund", "--pg-dsn", dsn, cwd=tmp_path)
+    finally:
+        with admin.connect(pg_server.dsn) as conn:
+            conn.execute(f"DROP ROLE {role}")
+    assert done.returncode == verdict_module.Verdict.ERROR.exit_code, done.stderr
+    assert "Traceback" not in done.stderr and password not in done.stderr + done.stdout
+    assert "CREATEDB" in done.stderr or "permission denied" in done.stderr
+
+
+def test_engine_processes_inherit_none_of_the_harness_own_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CRASHCERT_PG_DSN", "postgresql://ops:hunter2@db/postgres")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://someone-else")
+    monkeypatch.setenv("KEEP_ME", "1")
+    engine = commands.find("reference")
+    env = engine._env("postgresql://trial")
+    assert "CRASHCERT_PG_DSN" not in env and env["DATABASE_URL"] == "postgresql://trial"
+    assert env["KEEP_ME"] == "1"
+    inherited = adapter.inherited_environment()
+    assert not any(name.startswith("CRASHCERT_") for name in inherited)
