@@ -128,11 +128,16 @@ class ToxiproxyServer:
 
     def listening(self) -> bool:
         """Whether this very process holds the listening socket (not someone else on the port)."""
+        return bool(self.admin_addresses())
+
+    def admin_addresses(self) -> list[str]:
+        """The addresses this process's admin API listens on (empty while it does not)."""
         try:
             conns = psutil.Process(self.pid).net_connections(kind="tcp")
         except psutil.Error:
-            return False
-        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in conns)
+            return []
+        listening = [c for c in conns if c.status == psutil.CONN_LISTEN]
+        return [c.laddr.ip for c in listening if c.laddr.port == self.port]
 
     @property
     def exit_code(self) -> int | None:
@@ -165,6 +170,7 @@ def start(*, binary: pathlib.Path | None = None) -> ToxiproxyServer:
         server = _launch(binary, embedded.free_port())
         state = _wait_ready(server)
         if state == "ready":
+            _ensure_loopback_only(server)
             return server
         log, exit_code = server.log_tail(), server.exit_code
         server.close()
@@ -192,6 +198,18 @@ def _launch(binary: pathlib.Path, port: int) -> ToxiproxyServer:
         os.close(fd)
         raise errors.EnvironmentProblem(f"cannot start Toxiproxy ({binary}): {exc}") from exc
     return ToxiproxyServer(process, port, fd)
+
+
+def _ensure_loopback_only(server: ToxiproxyServer) -> None:
+    """The admin API has no authentication: beyond loopback anyone could drive it."""
+    exposed = [ip for ip in server.admin_addresses()
+               if not proxy.listens_on_loopback(f"{ip}:{server.port}")]
+    if exposed:
+        server.close()
+        raise errors.EnvironmentProblem(
+            f"Toxiproxy's admin API listens on {', '.join(exposed)} port {server.port}, "
+            f"not only on {HOST}: refusing a server anyone on the network could drive"
+        )
 
 
 def _wait_ready(server: ToxiproxyServer) -> typing.Literal["ready", "port_taken", "failed"]:
