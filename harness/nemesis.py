@@ -46,6 +46,8 @@ DEFAULT_HEAL_LEASES = 2.5
 # With `heal_at`, the deadline that heals anyway if the point never comes.
 HEAL_AT_DEADLINE_LEASES = 10
 PAUSE_MAX_LEASES = 20
+# How long close() waits for a heal another thread is running (Toxiproxy calls, pg start).
+HEAL_WAIT_S = 60.0
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
 ADOPTER_PROGRESS = frozenset(
     point
@@ -265,13 +267,20 @@ class Nemesis:
     ) -> None:
         """Heal after `delay_s`, or earlier when a worker reports `at`; only once."""
         first = threading.Lock()  # the timer and a worker's hit may race to heal
+        done = threading.Event()
 
         def once() -> None:
-            if first.acquire(blocking=False):
-                try:
-                    heal()
-                except Exception:  # a failed heal must not kill the timer thread silently
-                    log.exception("heal %s failed", name)
+            if not first.acquire(blocking=False):
+                # Another thread heals right now: return only once it has, so close()
+                # hands over a healed world (the proxy audit then sees no half-done heal).
+                done.wait(HEAL_WAIT_S)
+                return
+            try:
+                heal()
+            except Exception:  # a failed heal must not kill the timer thread silently
+                log.exception("heal %s failed", name)
+            finally:
+                done.set()
 
         timer = threading.Timer(delay_s, once)
         timer.daemon = True
