@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from harness import errors, postgres, spawner
+from harness import errors, postgres, proxy_audit, spawner
 from harness import gate as gate_module
 from harness.engines import adapter as adapter_module
 
@@ -78,6 +78,8 @@ def open_lab(
         postgres.templates.ensure_template(pg, template, engine.migrate)
         stack.callback(_drop_template, pg, template)
         toxiproxy, note = _start_toxiproxy(stack, required=require_toxiproxy)
+        if toxiproxy is not None:  # exits before the server stops
+            stack.enter_context(proxy_audit.at_lab_close(toxiproxy))
         forkserver = None
         if engine.preload and spawner.forking_enabled():
             forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd)

@@ -25,6 +25,7 @@ from harness import (
     errors,
     history,
     interrupt,
+    proxy_audit,
     run_report,
     store,
 )
@@ -329,6 +330,7 @@ class _Proxies:
         self._lab = lab
         self._dsn = dsn
         self._prefix = prefix
+        self._since = time.monotonic()
         self.by_worker: dict[str, Any] = {}
 
     def dsn_for(self, worker_id: str) -> str:
@@ -341,8 +343,15 @@ class _Proxies:
         return str(proxy.dsn_through(self._dsn))
 
     def close(self) -> None:
-        for proxy in self.by_worker.values():
-            _quietly(proxy.delete)
+        """Audit the server first (tampering raises: the trial's harness error), then delete."""
+        try:
+            if self._lab.toxiproxy is not None:
+                proxy_audit.check_trial(
+                    self._lab.toxiproxy, self.by_worker.values(), since=self._since
+                )
+        finally:
+            for proxy in self.by_worker.values():
+                _quietly(proxy.delete)
 
 
 def _quietly(function: Any, *args: Any) -> None:
