@@ -8,7 +8,7 @@ A difference is tampering: the trial is an ERROR (harness or environment broke),
 PASS or FAIL. A foreign proxy is deleted on sight, so it stops republishing Postgres.
 
 Trials run in parallel on one server: a trial judges only its own proxies and foreign
-ones (in no trial's ledger entry); a foreign proxy another trial's audit removed while
+ones (made by no trial of the lab); a foreign proxy another trial's audit removed while
 this trial ran is reported to this trial too.
 """
 
