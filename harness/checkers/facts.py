@@ -100,6 +100,50 @@ def scripted_calls(history: history_module.TrialHistory) -> dict[str, ScriptedCa
     return calls
 
 
+def scripted_count(history: history_module.TrialHistory, call: LogicalCall) -> int:
+    """How many logical calls the world may see under `call`'s tool and arguments.
+
+    The world sees (tool, arguments) and a key, never the scripted call's id: two scripted
+    calls with equal arguments (the same reminder posted twice) are two logical calls. A
+    call the script never makes still counts as one.
+    """
+    return max(1, sum(1 for known in scripted_calls(history).values() if known.call == call))
+
+
+# Points where the engine names the key of a call it is about to run or has settled.
+_KEY_POINTS = frozenset({"tool.started", "tool.settled"})
+
+
+def named_keys(history: history_module.TrialHistory) -> dict[str, str]:
+    """tool_call_id -> the idempotency key the engine says that call carries.
+
+    From the final report's `tool_calls`, then from `detail.key` of the engine's own
+    tool.started/tool.settled hits (a black box's translated hits guess the call id, so
+    they are not read here). What the engine says is only used to tell apart requests
+    the world cannot (equal arguments); the ledgers stay the truth.
+    """
+    named: dict[str, str] = {}
+    report = history.final_report
+    for reported in report.tool_calls if report else []:
+        named.setdefault(reported.id, reported.key)
+    for hit in run_hits(history):
+        call_id, key = hit.detail.get("tool_call_id"), hit.detail.get("key")
+        if boundaries.base_name(hit.point) in _KEY_POINTS and isinstance(call_id, str):
+            if isinstance(key, str):
+                named.setdefault(call_id, key)
+    return named
+
+
+def answered_ok(history: history_module.TrialHistory) -> set[str]:
+    """Call ids some model request of this run answered with an `ok` tool message."""
+    return {
+        message.call_id
+        for request in model_requests(history)
+        for message in tool_messages(request)
+        if message.content is not None and message.content.get("status") == "ok"
+    }
+
+
 def tool_spec(history: history_module.TrialHistory, name: str) -> scenario_module.ToolSpec | None:
     try:
         return history.scenario.tool(name)
@@ -331,18 +375,33 @@ def expected_reply(history: history_module.TrialHistory) -> str | None:
     return None if reply is None else scenario_module.substitute_run_key(reply, history.run_key)
 
 
-def deliveries(history: history_module.TrialHistory) -> list[ledger.ReplyDelivery]:
-    """Deliveries of this run's reply: by run id, or by content when a run id is missing."""
+def _this_runs_reply(
+    history: history_module.TrialHistory, entry: ledger.ReplyRequest | ledger.ReplyDelivery
+) -> bool:
+    """By run id, or by content when a run id is missing."""
+    if entry.run_id is not None and history.run_id is not None:
+        return entry.run_id == history.run_id
     wanted = expected_reply(history)
-    found = []
-    for entry in history.sink:
-        if not isinstance(entry, ledger.ReplyDelivery):
-            continue
-        if entry.run_id is not None and history.run_id is not None:
-            if entry.run_id == history.run_id:
-                found.append(entry)
-        elif wanted is not None and entry.content == wanted:
-            found.append(entry)
+    return wanted is not None and entry.content == wanted
+
+
+def deliveries(history: history_module.TrialHistory) -> list[ledger.ReplyDelivery]:
+    """Deliveries of this run's reply."""
+    found = [
+        entry
+        for entry in history.sink
+        if isinstance(entry, ledger.ReplyDelivery) and _this_runs_reply(history, entry)
+    ]
+    return sorted(found, key=lambda entry: entry.seq)
+
+
+def reply_requests(history: history_module.TrialHistory) -> list[ledger.ReplyRequest]:
+    """POSTs of this run's reply, whatever the sink answered."""
+    found = [
+        entry
+        for entry in history.sink
+        if isinstance(entry, ledger.ReplyRequest) and _this_runs_reply(history, entry)
+    ]
     return sorted(found, key=lambda entry: entry.seq)
 
 

@@ -1,7 +1,9 @@
 """Tool invariants read off the world's tool ledger: `tool.at_most_once`, `tool.same_key`.
 
-A logical call is (tool, canonical JSON of its arguments): attempts of one call are the
-requests the world saw with equal tool and arguments, whatever the engine called them.
+A logical call is one scripted tool call. The world sees its tool, canonical arguments and
+idempotency key, never its id, so requests are grouped by (tool, arguments) and the
+script says how many logical calls share them (`facts.scripted_count`: the same reminder
+posted twice is two). Within a group the key tells calls apart: one key names one call.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ AT_MOST_ONCE = "tool.at_most_once"
 SAME_KEY = "tool.same_key"
 
 
+def _allowed(count: int, what: str) -> str:
+    return f"at most {count}" + (f", one per scripted {what}" if count > 1 else "")
+
+
 def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckResult:
     effects: dict[facts.LogicalCall, list[ledger.ToolEffect]] = collections.defaultdict(list)
     for effect in facts.tool_effects(history):
@@ -24,13 +30,26 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
     failures: list[str] = []
     notes: list[str] = []
     for call, applied in effects.items():
+        allowed = facts.scripted_count(history, call)
         keys = sorted({str(effect.key) for effect in applied})
         seqs = ", ".join(str(effect.seq) for effect in applied)
         line = (
-            f"{call}: {len(applied)} effects in the world (expected at most 1), "
-            f"keys {keys}, effect seq {seqs}"
+            f"{call}: {len(applied)} effects in the world (expected {_allowed(allowed, 'call')}"
+            f"), keys {keys}, effect seq {seqs}"
         )
-        (failures if len(applied) > 1 else notes).append(line)
+        if len(applied) > allowed:
+            failures.append(line)
+            continue
+        notes.append(line)
+        # Within the scripted count, a key applied twice is still one call applied twice.
+        by_key = collections.Counter(effect.key for effect in applied if effect.key)
+        for key, count in by_key.items():
+            if count > 1:
+                twice = ", ".join(str(effect.seq) for effect in applied if effect.key == key)
+                failures.append(
+                    f"{call}: key {key!r} applied {count} times (effect seq {twice}): one "
+                    "logical call, expected at most one effect"
+                )
     if not effects:
         notes.append("no effect of a non-replayable tool reached the world")
     return verdict.decide(
@@ -45,22 +64,34 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
     attempts: dict[facts.LogicalCall, list[ledger.ToolRequest]] = collections.defaultdict(list)
     for request in facts.tool_requests(history):
         attempts[facts.logical_call(request.tool, request.arguments)].append(request)
+    scripted = facts.scripted_calls(history)
+    answered = facts.answered_ok(history)
     failures: list[str] = []
     notes: list[str] = []
     owners: dict[str, list[facts.LogicalCall]] = collections.defaultdict(list)
     for call, requests in attempts.items():
+        allowed = facts.scripted_count(history, call)
         seqs = ", ".join(str(request.seq) for request in requests)
         missing = [request.seq for request in requests if not request.key]
         if missing:
             failures.append(f"{call}: request seq {missing} carried no idempotency key")
         keys = sorted({request.key for request in requests if request.key})
-        if len(keys) > 1:
+        if len(keys) > allowed:
             failures.append(
                 f"{call}: {len(requests)} attempts carried {len(keys)} different keys {keys} "
-                f"(request seq {seqs})"
+                f"(expected {_allowed(allowed, 'call')}; request seq {seqs})"
             )
         elif keys:
-            notes.append(f"{call}: {len(requests)} attempt(s), key {keys[0]!r} (seq {seqs})")
+            named = repr(keys[0]) if len(keys) == 1 else str(keys)
+            notes.append(f"{call}: {len(requests)} attempt(s), key {named} (seq {seqs})")
+        # Every call answered ok reached the world under its own key: fewer keys than
+        # such calls means one key served two calls with equal arguments.
+        served = sorted(cid for cid in answered if cid in scripted and scripted[cid].call == call)
+        if keys and len(served) > len(keys):
+            failures.append(
+                f"{call}: calls {served} were answered ok to the model, but the world saw "
+                f"only {len(keys)} key(s) {keys}: one key was shared by two logical calls"
+            )
         for key in keys:
             owners[key].append(call)
     for key, calls in owners.items():
@@ -69,11 +100,20 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"key {key!r} shared by {len(calls)} distinct calls: "
                 + "; ".join(str(call) for call in calls)
             )
+    ids_by_key: dict[str, list[str]] = collections.defaultdict(list)
+    for call_id, key in facts.named_keys(history).items():
+        ids_by_key[key].append(call_id)
+    for key, ids in ids_by_key.items():
+        if len(ids) > 1:
+            failures.append(
+                f"key {key!r} named by the engine for {len(ids)} calls {sorted(ids)} "
+                "(report tool_calls, boundary details)"
+            )
     if not attempts:
         notes.append("no tool request reached the world")
     return verdict.decide(
         SAME_KEY,
         failures=failures,
         notes=notes,
-        passed=f"one key per logical call, none shared ({len(attempts)} calls)",
+        passed=f"one key per logical call, none shared ({len(attempts)} argument sets)",
     )

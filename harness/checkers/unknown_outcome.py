@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+
 from harness import boundaries
 from harness import history as history_module
 from harness.checkers import facts, verdict
@@ -50,36 +53,89 @@ def _told_model(
         notes.append(f"call {call_id!r} (report: {UNKNOWN}): no later model request")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Interrupted:
+    call: facts.LogicalCall
+    call_id: str | None  # the scripted call, when the hit or its key tells
+    key: str | None  # the key it carries, when known
+
+
 def _interrupted_call(
     history: history_module.TrialHistory,
     item: facts.Interruption,
     scripted: dict[str, facts.ScriptedCall],
-) -> facts.LogicalCall | None:
+    named: dict[str, str],
+) -> _Interrupted | None:
     assert item.hit is not None
     call_id = item.hit.detail.get("tool_call_id")
+    key = item.hit.detail.get("key")
+    key = key if isinstance(key, str) else None
+    # A key the engine named for one call says which of equal calls this is (a black box's
+    # translated hit only guesses the id from the arguments).
+    owners = [cid for cid, named_key in named.items() if named_key == key and cid in scripted]
+    if len(owners) == 1:
+        call_id = owners[0]
     if isinstance(call_id, str) and call_id in scripted:
-        return scripted[call_id].call
+        return _Interrupted(scripted[call_id].call, call_id, key or named.get(call_id))
     if item.hit.point == "tool.returned":
         # The call in flight: the last request the world saw before the hit.
         before = [request for request in facts.tool_requests(history) if request.t <= item.hit.t]
         if before:
-            return facts.logical_call(before[-1].tool, before[-1].arguments)
+            last = before[-1]
+            return _Interrupted(facts.logical_call(last.tool, last.arguments), None, last.key)
     return None
+
+
+def _attempts(
+    history: history_module.TrialHistory,
+    target: _Interrupted,
+    item: facts.Interruption,
+    scripted: dict[str, facts.ScriptedCall],
+    named: dict[str, str],
+    unknowns: list[str],
+) -> list[ledger.ToolRequest]:
+    """Requests of the interrupted call: those of its (tool, arguments), less those under
+    a key the engine named for another scripted call with equal arguments."""
+    requests = [
+        request
+        for request in facts.tool_requests(history)
+        if facts.logical_call(request.tool, request.arguments) == target.call
+    ]
+    twins = [
+        cid
+        for cid, known in scripted.items()
+        if known.call == target.call and cid != target.call_id
+    ]
+    twin_keys = {named[cid] for cid in twins if cid in named} - {target.key}
+    attempts = [request for request in requests if request.key not in twin_keys]
+    others = facts.scripted_count(history, target.call) - 1
+    if len(twin_keys) >= others:
+        return attempts
+    # Some call with equal arguments carries a key nobody named: a later request under
+    # another key may be that call's own, not a repeat of this one.
+    unclear = [
+        request
+        for request in attempts
+        if request.t > item.start and (target.key is None or request.key != target.key)
+    ]
+    if unclear:
+        unknowns.append(
+            f"{target.call} interrupted by {item.describe()}: request seq "
+            f"{[request.seq for request in unclear]} may answer another of the "
+            f"{others + 1} calls with these arguments (the engine names no key for it)"
+        )
+    return [request for request in attempts if request not in unclear]
 
 
 def _judge_repeats(
     history: history_module.TrialHistory,
     item: facts.Interruption,
     call: facts.LogicalCall,
+    attempts: list[ledger.ToolRequest],
     failures: list[str],
     notes: list[str],
 ) -> list[ledger.ToolRequest]:
     spec = history.scenario.tool(call.tool)
-    attempts = [
-        request
-        for request in facts.tool_requests(history)
-        if facts.logical_call(request.tool, request.arguments) == call
-    ]
     prior = [request for request in attempts if request.t < item.start]
     repeats = [request for request in attempts if request.t > item.start]
     if repeats and not prior and item.fault.action != "kill":
@@ -142,6 +198,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     notes: list[str] = []
     unknowns: list[str] = []
     scripted = facts.scripted_calls(history)
+    named = facts.named_keys(history)
     report = history.final_report
     reported = {call.id: call for call in report.tool_calls} if report else {}
 
@@ -155,20 +212,27 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     interrupted = 0
     for item in facts.struck_in(history, boundaries.TOOL_WINDOW):
         interrupted += 1
-        call = _interrupted_call(history, item, scripted)
-        if call is None:
+        target = _interrupted_call(history, item, scripted, named)
+        if target is None:
             unknowns.append(
                 f"{item.describe()} struck in a tool window without detail.tool_call_id: "
                 "cannot tell which call was interrupted"
             )
             continue
+        call = target.call
         if not facts.is_non_replayable(history, call.tool):
             notes.append(f"{call} interrupted by {item.describe()}: replayable, may run again")
             continue
-        repeats = _judge_repeats(history, item, call, failures, notes)
+        attempts = _attempts(history, target, item, scripted, named, unknowns)
+        repeats = _judge_repeats(history, item, call, attempts, failures, notes)
         spec = history.scenario.tool(call.tool)
         if item.fault.action == "kill" and not spec.queryable and not repeats and report:
-            ids = [cid for cid, known in scripted.items() if known.call == call]
+            if target.call_id is not None:
+                ids = [target.call_id]
+            elif facts.scripted_count(history, call) == 1:
+                ids = [cid for cid, known in scripted.items() if known.call == call]
+            else:  # which of the equal calls it was is unknown: judge none of them
+                ids = []
             states = {cid: reported[cid].state for cid in ids if cid in reported}
             wrong = {cid: state for cid, state in states.items() if state != UNKNOWN}
             if report.terminal and wrong:
@@ -177,8 +241,12 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
                     f"report says {wrong} instead of {UNKNOWN}"
                 )
 
-    # (c) no success claimed for an effect that never happened.
-    effects = {facts.logical_call(e.tool, e.arguments) for e in facts.tool_effects(history)}
+    # (c) no success claimed for an effect that never happened: as many effects of a
+    # (tool, arguments) as calls with them the report says succeeded.
+    effects = collections.Counter(
+        facts.logical_call(e.tool, e.arguments) for e in facts.tool_effects(history)
+    )
+    succeeded: dict[facts.LogicalCall, list[str]] = collections.defaultdict(list)
     for call_id, call_report in reported.items():
         if call_report.state != "succeeded" or not facts.is_non_replayable(
             history, call_report.name
@@ -186,10 +254,18 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             continue
         if call_id not in scripted:
             notes.append(f"report names call {call_id!r}, which the script does not make")
-        elif scripted[call_id].call not in effects:
+        else:
+            succeeded[scripted[call_id].call].append(call_id)
+    for call, ids in succeeded.items():
+        if len(ids) == 1 and not effects[call]:
             failures.append(
-                f"report says non-replayable call {call_id!r} {scripted[call_id].call} "
-                "succeeded, but the world has no effect of it"
+                f"report says non-replayable call {ids[0]!r} {call} succeeded, but the world "
+                "has no effect of it"
+            )
+        elif len(ids) > effects[call]:
+            failures.append(
+                f"report says non-replayable calls {sorted(ids)} {call} succeeded, but the "
+                f"world has {effects[call]} effect(s) of them"
             )
 
     if not interrupted and not any(c.state == UNKNOWN for c in reported.values()):

@@ -92,6 +92,43 @@ def refund_scenario(
     )
 
 
+REMINDER = {"channel": "#standup-{run}", "text": "Stand-up starts in 5 minutes."}
+POSTED = {"posted": True}
+
+
+def reminder_scenario(*, same_turn: bool = False) -> scenario_module.Scenario:
+    """scenarios/repeat_reminder.yaml in small: one reminder posted twice, equal arguments.
+
+    `call_remind` in turn 0 and `call_nudge` in turn 1 (both in turn 0 with `same_turn`),
+    to a non-replayable tool that cannot be queried and honours no key.
+    """
+    remind = {"id": "call_remind", "name": "post_message", "arguments": REMINDER}
+    nudge = {"id": "call_nudge", "name": "post_message", "arguments": REMINDER}
+    tool_turns = [[remind, nudge]] if same_turn else [[remind], [nudge]]
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": calls, "usage": {"prompt_tokens": 150 + 50 * i, "completion_tokens": 30}}
+        for i, calls in enumerate(tool_turns)
+    ]
+    turns.append({"content": "I posted the reminder twice.", "usage": {"prompt_tokens": 300}})
+    return scenario_module.parse(
+        {
+            "name": "repeat_reminder",
+            "input": {"user": "Remind #standup-{run} about stand-up, then nudge them again."},
+            "budgets": {"iterations": 5, "tool_calls": 4, "tokens": 4000},
+            "tools": [
+                {
+                    "name": "post_message",
+                    "replay": "non_replayable",
+                    "effect": "write",
+                    "behaviour": {"result": POSTED},
+                }
+            ],
+            "turns": turns,
+            "sink": {"queryable": True},
+        }
+    )
+
+
 def ok(result: Any) -> dict[str, Any]:
     return {"status": "ok", "result": result}
 
@@ -328,7 +365,8 @@ class Trial:
     def delivery(
         self, *, content: str | None = None, key: str = "reply-run-1", run_id: str | None = RUN_ID
     ) -> ledger.ReplyDelivery:
-        text = REPLY if content is None else content
+        scripted = scenario_module.substitute_run_key(self.scenario.final_reply or "", RUN_KEY)
+        text = scripted if content is None else content
         seq, t = self.tick()
         request = ledger.ReplyRequest(
             seq=seq, t=t, key=key, run_id=run_id, content=text, status_code=200, outcome="delivered"
@@ -339,6 +377,19 @@ class Trial:
         )
         self.sink.extend([request, delivered])
         return delivered
+
+    def reply_query(self, *, key: str = "reply-run-1") -> ledger.ReplyQuery:
+        """GET /replies/{key}: 405 when the sink cannot be asked, else found or not."""
+        seq, t = self.tick()
+        if not self.scenario.sink.queryable:
+            query = ledger.ReplyQuery(seq=seq, t=t, key=key, found=False, status_code=405)
+        else:
+            found = any(entry.key == key for entry in self.sink if entry.kind == "reply.delivery")
+            query = ledger.ReplyQuery(
+                seq=seq, t=t, key=key, found=found, status_code=200 if found else 404
+            )
+        self.sink.append(query)
+        return query
 
     def scripted_call(self, call_id: str) -> scenario_module.ScriptedToolCall:
         for turn in self.scenario.turns:
@@ -490,6 +541,21 @@ def clean_trial(scenario: scenario_module.Scenario | None = None) -> Trial:
     trial.run_tool("call_refund")
     trial.close_round()
     trial.model_turn(2)
+    trial.deliver()
+    trial.finish()
+    return trial
+
+
+def reminder_trial(*, same_turn: bool = False) -> Trial:
+    """A correct engine posts the reminder twice, each call under its own key."""
+    trial = Trial(reminder_scenario(same_turn=same_turn))
+    trial.claim("w-1")
+    for turn, scripted in enumerate(trial.scenario.turns):
+        trial.model_turn(turn)
+        for call in scripted.tool_calls:
+            trial.run_tool(call.id)
+        if scripted.tool_calls:
+            trial.close_round()
     trial.deliver()
     trial.finish()
     return trial

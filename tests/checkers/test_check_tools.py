@@ -74,3 +74,95 @@ def test_arguments_in_another_key_order_are_the_same_call() -> None:
     result = tools.check_same_key(trial.build())
     assert result.verdict is V.PASS
     assert f"{REFUND}: 2 attempt(s), key 'key-call_refund'" in builders.evidence(result)
+
+
+# --- two scripted calls with equal arguments (scenarios/repeat_reminder.yaml) ----------
+
+POST = 'post_message({"channel":"#standup-rk-7","text":"Stand-up starts in 5 minutes."})'
+
+
+def test_identical_calls_across_turns_with_their_own_keys_pass() -> None:
+    # A correct engine: two logical calls, two keys, two effects, as scripted.
+    history = builders.reminder_trial().build()
+    assert tools.check_at_most_once(history).verdict is V.PASS
+    result = tools.check_same_key(history)
+    assert result.verdict is V.PASS
+    assert f"{POST}: 2 attempt(s), key ['key-call_nudge', 'key-call_remind']" in (
+        builders.evidence(result)
+    )
+
+
+def test_identical_calls_in_one_turn_with_their_own_keys_pass() -> None:
+    history = builders.reminder_trial(same_turn=True).build()
+    assert tools.check_at_most_once(history).verdict is V.PASS
+    assert tools.check_same_key(history).verdict is V.PASS
+
+
+def test_a_key_reused_for_two_identical_calls_fails() -> None:
+    # Both calls sent under one key, each answered ok to the model: the world saw one key
+    # where the script made two calls (a service honouring keys would post only once).
+    trial = builders.Trial(builders.reminder_scenario())
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_remind")
+    trial.finish_tool("call_remind", key="k-post")
+    trial.close_round()
+    trial.model_turn(1)
+    trial.start_tool("call_nudge")
+    trial.finish_tool("call_nudge", key="k-post")
+    trial.close_round()
+    trial.model_turn(2)
+    result = tools.check_same_key(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        f"{POST}: calls ['call_nudge', 'call_remind'] were answered ok to the model, but the "
+        "world saw only 1 key(s) ['k-post']: one key was shared by two logical calls"
+    )
+
+
+def test_a_key_the_engine_names_for_two_calls_fails() -> None:
+    trial = builders.reminder_trial()
+    final = trial.reports.pop()
+    shared = [call.model_dump() | {"key": "k-post"} for call in final.tool_calls]
+    trial.report("succeeded", tool_calls=shared)
+    result = tools.check_same_key(trial.build())
+    assert result.verdict is V.FAIL
+    assert (
+        "key 'k-post' named by the engine for 2 calls ['call_nudge', 'call_remind']"
+        in result.summary
+    )
+
+
+def test_one_of_two_identical_calls_applied_twice_fails() -> None:
+    # The first post re-executed with its own key at a service that honours no key; the
+    # second call never ran: two effects, within the scripted count, but one logical call.
+    trial = builders.Trial(builders.reminder_scenario())
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_remind")
+    first = trial.tool_request("call_remind")
+    again = trial.tool_request("call_remind")
+    result = tools.check_at_most_once(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        f"{POST}: key 'key-call_remind' applied 2 times (effect seq {first.seq + 1}, "
+        f"{again.seq + 1}): one logical call, expected at most one effect"
+    )
+
+
+def test_three_effects_for_two_identical_calls_fail() -> None:
+    trial = builders.reminder_trial()
+    again = trial.tool_request("call_remind", key="key-fresh")
+    history = trial.build()
+    result = tools.check_at_most_once(history)
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(
+        f"{POST}: 3 effects in the world (expected at most 2, one per scripted call)"
+    )
+    assert str(again.seq + 1) in result.summary
+    same_key = tools.check_same_key(history)
+    assert same_key.verdict is V.FAIL
+    assert (
+        f"{POST}: 3 attempts carried 3 different keys ['key-call_nudge', 'key-call_remind', "
+        "'key-fresh'] (expected at most 2, one per scripted call;"
+    ) in same_key.summary

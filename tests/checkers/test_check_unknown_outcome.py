@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.checkers import tools, unknown_outcome, verdict
 from tests.checkers import builders
 
@@ -210,3 +212,88 @@ def test_re_execution_racing_a_paused_workers_call_fails() -> None:
         "interrupted worker survived the pause"
     ) in result.summary
     assert tools.check_at_most_once(trial.build()).verdict is V.FAIL
+
+
+# --- two scripted calls with equal arguments (scenarios/repeat_reminder.yaml) ----------
+
+POST = 'post_message({"channel":"#standup-rk-7","text":"Stand-up starts in 5 minutes."})'
+
+
+def reminder_killed_at_first_post(*, same_turn: bool = False) -> builders.Trial:
+    trial = builders.Trial(builders.reminder_scenario(same_turn=same_turn))
+    trial.claim("w-1")
+    trial.model_turn(0)
+    builders.kill(trial, trial.start_tool("call_remind"))
+    trial.claim("w-2")
+    return trial
+
+
+def post_the_nudge(trial: builders.Trial, remind: str, answer: dict[str, Any]) -> builders.Trial:
+    """The first post settled as `remind`; the second post runs; the run ends."""
+    same_turn = len(trial.scenario.turns) == 2
+    trial.settle("call_remind", remind, answer)
+    if not same_turn:
+        trial.close_round()
+        trial.model_turn(1)
+    trial.run_tool("call_nudge")
+    trial.close_round()
+    trial.model_turn(len(trial.scenario.turns) - 1)
+    trial.deliver()
+    trial.finish()
+    return trial
+
+
+@pytest.mark.parametrize("same_turn", [False, True], ids=["across_turns", "same_turn"])
+def test_the_second_of_two_identical_calls_is_not_a_repeat_of_the_first(same_turn: bool) -> None:
+    trial = reminder_killed_at_first_post(same_turn=same_turn)
+    result = check(post_the_nudge(trial, "outcome_unknown", builders.UNKNOWN))
+    assert result.verdict is V.PASS, result.summary
+
+
+def test_the_killed_one_of_two_identical_calls_re_executed_fails() -> None:
+    trial = reminder_killed_at_first_post()
+    again = trial.tool_request("call_remind")
+    result = check(post_the_nudge(trial, "succeeded", builders.ok(again.result)))
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(f"{POST} interrupted by kill at tool.started#1 worker w-1")
+    assert f"requested again at seq {again.seq} (key 'key-call_remind'): a non-replayable" in (
+        result.summary
+    )
+
+
+def test_the_killed_one_of_two_identical_calls_re_executed_under_a_fresh_key_fails() -> None:
+    trial = reminder_killed_at_first_post()
+    again = trial.tool_request("call_remind", key="key-fresh")
+    result = check(post_the_nudge(trial, "succeeded", builders.ok(again.result)))
+    assert result.verdict is V.FAIL
+    assert f"requested again at seq {again.seq} (key 'key-fresh')" in result.summary
+
+
+def test_a_hit_naming_a_key_is_the_call_of_that_key() -> None:
+    # A black box's translated hit guesses the call id from the arguments (here wrongly,
+    # the nudge); its key, named by the engine for the reminder, tells the call.
+    trial = builders.Trial(builders.reminder_scenario())
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_remind")
+    trial.tool_request("call_remind")
+    builders.kill(
+        trial, trial.hit("tool.returned", tool_call_id="call_nudge", key="key-call_remind")
+    )
+    trial.claim("w-2")
+    result = check(post_the_nudge(trial, "outcome_unknown", builders.UNKNOWN))
+    assert result.verdict is V.PASS, result.summary
+    assert f"{POST} interrupted by kill at tool.returned#1" not in result.summary
+
+
+def test_a_request_no_named_key_places_among_identical_calls_is_inconclusive() -> None:
+    trial = post_the_nudge(reminder_killed_at_first_post(), "outcome_unknown", builders.UNKNOWN)
+    trial.reports[-1] = trial.reports[-1].model_copy(update={"tool_calls": []})
+    nudge = next(r for r in trial.tools if r.kind == "tool.request")
+    result = check(trial)
+    assert result.verdict is V.INCONCLUSIVE
+    assert result.summary.startswith(f"{POST} interrupted by kill at tool.started#1 worker w-1")
+    assert result.summary.endswith(
+        f"request seq [{nudge.seq}] may answer another of the 2 calls with these arguments "
+        "(the engine names no key for it)"
+    )
