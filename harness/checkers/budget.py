@@ -3,15 +3,21 @@
 Read over the report snapshots in time order, against what the world really served: every
 inference answered 200 was reserved, every logical call that reached a tool was counted,
 and billed tokens are the usage of recorded model results, each a real response, once.
+An answer the engine went on to use (its tool calls reached the world, a later turn was
+asked for, its reply was posted) was recorded, so its turn is billed; only answers lost
+before they were recorded, and never used, may be missing.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 from harness import history as history_module
 from harness import run_report
+from harness import scenario as scenario_module
 from harness.checkers import facts, verdict
+from harness.world import ledger
 
 INVARIANT = "budget.not_restored"
 ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
@@ -86,6 +92,84 @@ def _tokens(
             )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Use:
+    seq: int
+    what: str
+
+
+def _uses(history: history_module.TrialHistory, turn: int, after: int) -> list[_Use]:
+    """What the world saw after ledger seq `after` that only an answer of `turn` explains."""
+    scripted = history.scenario.turns[turn]
+    uses = [
+        _Use(request.seq, f"model request seq {request.seq} asks for turn {request.turn}")
+        for request in facts.model_requests(history)
+        if request.seq > after and request.turn > turn
+    ]
+    # A call with these arguments in another turn as well does not say which turn it is.
+    calls = facts.scripted_calls(history).values()
+    mine = {call.call for call in calls if call.turn == turn}
+    elsewhere = {call.call for call in calls if call.turn != turn}
+    for request in facts.tool_requests(history):
+        call = facts.logical_call(request.tool, request.arguments)
+        if request.seq > after and call in mine - elsewhere:
+            uses.append(_Use(request.seq, f"tool request seq {request.seq} {call}"))
+    if scripted.content is not None:
+        content = scenario_module.substitute_run_key(scripted.content, history.run_key)
+        uses.extend(
+            _Use(request.seq, f"reply request seq {request.seq} posts its content")
+            for request in facts.reply_requests(history)
+            if request.seq > after and request.content == content
+        )
+    return sorted(uses, key=lambda use: use.seq)
+
+
+def _describe_usage(answer: ledger.ModelRequest) -> str:
+    usage = answer.usage or {}
+    return (
+        f"{_total(usage)} tokens: prompt {usage.get('prompt_tokens')}, "
+        f"completion {usage.get('completion_tokens')}"
+    )
+
+
+def _unbilled(
+    history: history_module.TrialHistory,
+    report: run_report.RunReport,
+    failures: list[str],
+    notes: list[str],
+) -> None:
+    """Each turn whose answer the engine used has a recorded model call in the report."""
+    billed = {call.turn for call in report.model_calls if call.state == "recorded"}
+    by_turn: dict[int, list[ledger.ModelRequest]] = collections.defaultdict(list)
+    for answer in facts.model_requests(history, answered_only=True):
+        by_turn[answer.turn].append(answer)
+    for turn, answers in sorted(by_turn.items()):
+        if turn >= len(history.scenario.turns):
+            continue
+        uses = _uses(history, turn, answers[0].seq)
+        if not uses:
+            notes.append(f"turn {turn}: {len(answers)} answer(s), none used afterwards")
+            continue
+        # The answer used is the last one before the first use (identical answers of one
+        # turn cannot be told apart; one of them must be billed).
+        used = [answer for answer in answers if answer.seq < uses[0].seq][-1]
+        if turn in billed:
+            continue
+        failures.append(
+            f"model answer seq {used.seq} (turn {turn}, {_describe_usage(used)}) was used "
+            f"({uses[0].what}), but the report bills no model call of turn {turn}"
+        )
+
+
+def _calls_reached(history: history_module.TrialHistory) -> int:
+    """Logical calls that reached a tool: per (tool, arguments), its distinct keys (no key
+    counts as one), at most as many as the script makes with those arguments."""
+    keys: dict[facts.LogicalCall, set[str | None]] = collections.defaultdict(set)
+    for request in facts.tool_requests(history):
+        keys[facts.logical_call(request.tool, request.arguments)].add(request.key)
+    return sum(min(len(found), facts.scripted_count(history, call)) for call, found in keys.items())
+
+
 def _ledger_rows(history: history_module.TrialHistory, failures: list[str]) -> None:
     rows = facts.table_rows(history, "budget_ledger")
     seen: collections.Counter[tuple[str, str]] = collections.Counter(
@@ -120,14 +204,15 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             line + (": an inference was not reserved" if len(answered) > used else "")
         )
     if TOOL_CALLS in budget:
-        reached = {facts.logical_call(r.tool, r.arguments) for r in facts.tool_requests(history)}
+        reached = _calls_reached(history)
         used = budget[TOOL_CALLS].used
-        line = f"{len(reached)} distinct calls reached the world, tool_calls used {used}"
-        (against if len(reached) > used else notes).append(
-            line + (": a call was not counted" if len(reached) > used else "")
+        line = f"{reached} distinct calls reached the world, tool_calls used {used}"
+        (against if reached > used else notes).append(
+            line + (": a call was not counted" if reached > used else "")
         )
     if TOKENS in budget:
         _tokens(history, report, against, notes)
+        _unbilled(history, report, against, notes)
     if report.terminal:
         failures.extend(against)
     else:

@@ -146,3 +146,77 @@ def test_a_stale_report_is_not_compared_with_the_world() -> None:
         "last report is running, not terminal (the world may be ahead of it): 1 model requests "
         "answered 200, iterations used 0: an inference was not reserved"
     )
+
+
+def hide_model_call(trial: builders.Trial, turn: int) -> builders.Trial:
+    """The final report leaves out the recorded call of `turn` and bills the rest only."""
+    trial.reports = []
+    trial.recorded = [call for call in trial.recorded if call.turn != turn]
+    return trial.clean_report()
+
+
+def test_a_report_hiding_a_used_model_call_fails() -> None:
+    # The world answered 3 calls (973 tokens); the report lists 2 calls and 735 tokens.
+    trial = hide_model_call(builders.clean_trial(), turn=0)
+    answer = next(request for request in trial.model if request.turn == 0)
+    lookup = next(request for request in trial.tools if request.kind == "tool.request")
+    final = trial.reports[-1]
+    assert (len(final.model_calls), final.budget["tokens"].used) == (2, 735)
+    result = budget.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        f"model answer seq {answer.seq} (turn 0, 238 tokens: prompt 220, completion 18) was "
+        f'used (tool request seq {lookup.seq} lookup_order({{"order_id":"ord-rk-7"}})), but '
+        "the report bills no model call of turn 0"
+    )
+
+
+def test_a_report_hiding_the_reply_turn_fails() -> None:
+    trial = hide_model_call(builders.clean_trial(), turn=2)
+    answer = next(request for request in trial.model if request.turn == 2)
+    posted = next(entry for entry in trial.sink if entry.kind == "reply.request")
+    result = budget.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        f"model answer seq {answer.seq} (turn 2, 410 tokens: prompt 380, completion 30) was "
+        f"used (reply request seq {posted.seq} posts its content), but the report bills no "
+        "model call of turn 2"
+    )
+
+
+def test_an_answer_lost_before_it_was_recorded_is_not_billed() -> None:
+    # Killed at model.returned: the answer was never recorded; the retry's answer is.
+    trial = builders.first_round(builders.Trial())
+    trial.model_call(1)
+    builders.kill(trial, trial.last_hit())
+    trial.claim("w-2")
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    result = budget.check(builders.last_turn(trial).build())
+    assert result.verdict is V.PASS, result.summary
+
+
+def test_an_answer_never_used_is_not_billed() -> None:
+    # The last answer is lost to a kill and the run ends before asking again.
+    trial = builders.refund_round(builders.first_round(builders.Trial()))
+    trial.model_call(2)
+    builders.kill(trial, trial.last_hit())
+    trial.report("dead_lettered")
+    result = budget.check(trial.build())
+    assert result.verdict is V.PASS, result.summary
+    assert "turn 2: 1 answer(s), none used afterwards" in builders.evidence(result)
+
+
+def test_two_identical_calls_count_as_two() -> None:
+    result = budget.check(builders.reminder_trial().build())
+    assert result.verdict is V.PASS
+    assert "2 distinct calls reached the world, tool_calls used 2" in builders.evidence(result)
+
+
+def test_an_uncounted_second_identical_call_fails() -> None:
+    result = budget.check(with_budget(builders.reminder_trial(), tool_calls=1).build())
+    assert result.verdict is V.FAIL
+    assert "2 distinct calls reached the world, tool_calls used 1: a call was not counted" == (
+        result.summary
+    )
