@@ -2,7 +2,9 @@
 
 Exactly once when the sink can be queried by key; otherwise once, or the run ends
 `delivery_uncertain` (with at most one delivery). The sink does not deduplicate, so its
-delivery ledger is the truth.
+delivery ledger is the truth. A sink that cannot be queried is never sent the reply again
+after a fault struck inside the delivery window: whether the first POST left or not, the
+recovering worker cannot know, so a POST of its own is a blind resend whatever the count.
 """
 
 from __future__ import annotations
@@ -13,6 +15,37 @@ from harness.checkers import facts, verdict
 
 INVARIANT = "reply.single_delivery"
 UNCERTAIN = "delivery_uncertain"
+# Stopped until its resume: the interrupted worker's own POST can only come afterwards.
+FROZEN = "pause"
+
+
+def _blind_resends(history: history_module.TrialHistory, failures: list[str]) -> list[str]:
+    """POSTs of the reply after a fault in the delivery window, on a sink that cannot be
+    asked. The interrupted worker, if it survived and had not posted yet, may still send
+    its own first POST: one is left to it. Returns notes."""
+    notes: list[str] = []
+    posts = facts.reply_requests(history)
+    judged: set[int] = set()
+    for item in facts.struck_in(history, boundaries.DELIVERY_WINDOW):
+        after = [post for post in posts if post.t > item.start and post.seq not in judged]
+        if item.fault.action != "kill" and not any(post.t < item.start for post in posts):
+            since = item.end if item.fault.action == FROZEN else item.start
+            own = next((post for post in after if post.t > since), None)
+            if own is not None:
+                after.remove(own)
+                judged.add(own.seq)
+                notes.append(
+                    f"reply POST seq {own.seq} after {item.describe()} may be the interrupted "
+                    "worker's own first send"
+                )
+        for post in after:
+            judged.add(post.seq)
+            failures.append(
+                f"reply POST seq {post.seq} (key {post.key!r}) after {item.describe()} struck "
+                "inside the delivery window: the sink cannot be asked, so a recovering worker "
+                f"must end the run {UNCERTAIN}, never resend blindly"
+            )
+    return notes
 
 
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
@@ -33,6 +66,8 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         )
     if count > 1:
         failures.append(f"the reply was delivered {count} times (expected at most 1): {seqs}")
+    if not queryable:
+        notes.extend(_blind_resends(history, failures))
     if status is None:
         unknowns.append("no run report: cannot tell whether the delivery count is the right one")
     elif status == "succeeded" and count == 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness import history as history_module
 from harness.checkers import reply, verdict
 from tests.checkers import builders
 
@@ -98,3 +99,80 @@ def test_a_paused_sender_racing_the_recovery_is_named_in_the_evidence() -> None:
         builders.evidence(result)
     )
     assert "its send may still be in flight" in builders.evidence(result)
+
+
+# --- a sink that cannot be asked: never a blind resend after a fault in the window ------
+
+
+def held_at_reply_sending(
+    action: str, *, sink_queryable: bool = False
+) -> tuple[builders.Trial, history_module.FaultApplied]:
+    """Through reply.ready; `action` strikes the worker held at reply.sending (committed)."""
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=sink_queryable))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    trial.model_turn(2)
+    sending = trial.checkpoint("reply.sending", None)
+    if action == "kill":
+        kill = trial.fault("kill", sending)
+        trial.worker_event("exited", "w-1")
+        return trial, kill
+    return trial, trial.fault(action, sending)
+
+
+def test_a_blind_resend_after_a_kill_at_reply_sending_fails_with_one_delivery() -> None:
+    # The first POST never left, so the sink took the reply once: the count alone passes.
+    trial, kill = held_at_reply_sending("kill")
+    trial.claim("w-2")
+    trial.delivery()  # sent again without knowing whether the first one arrived
+    trial.report("succeeded")
+    posted = next(entry for entry in trial.sink if entry.kind == "reply.request")
+    result = reply.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary == (
+        f"reply POST seq {posted.seq} (key 'reply-run-1') after kill at reply.sending#1 worker "
+        f"w-1 (fault seq {kill.seq}, t={kill.t:.3f}) struck inside the delivery window: the "
+        "sink cannot be asked, so a recovering worker must end the run delivery_uncertain, "
+        "never resend blindly"
+    )
+
+
+def test_asking_the_sink_that_cannot_answer_then_ending_uncertain_passes() -> None:
+    trial, _ = held_at_reply_sending("kill")
+    trial.claim("w-2")
+    trial.reply_query()
+    trial.report("delivery_uncertain")
+    assert reply.check(trial.build()).verdict is V.PASS
+
+
+def test_a_resend_after_asking_a_queryable_sink_passes() -> None:
+    trial, _ = held_at_reply_sending("kill", sink_queryable=True)
+    trial.claim("w-2")
+    assert not trial.reply_query().found
+    trial.delivery()
+    trial.report("succeeded")
+    assert reply.check(trial.build()).verdict is V.PASS
+
+
+def test_the_cut_off_workers_own_first_post_is_not_a_resend() -> None:
+    # Its database was cut while it held reply.sending; healed, it posts as it meant to.
+    trial, cut = held_at_reply_sending("db_cut")
+    trial.heal(cut)
+    trial.delivery()
+    trial.report("succeeded")
+    result = reply.check(trial.build())
+    assert result.verdict is V.PASS, result.summary
+    assert "may be the interrupted worker's own first send" in builders.evidence(result)
+
+
+def test_a_post_while_the_sender_is_paused_is_a_resend() -> None:
+    # Stopped at reply.sending, the worker cannot post until it resumes: this is another's.
+    trial, _ = held_at_reply_sending("pause")
+    trial.claim("w-2")
+    trial.delivery()
+    trial.report("succeeded")
+    trial.fault("resume", worker="w-1")
+    result = reply.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "after pause at reply.sending#1 worker w-1" in result.summary
+    assert "never resend blindly" in result.summary
