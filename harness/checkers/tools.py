@@ -56,7 +56,10 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
         AT_MOST_ONCE,
         failures=failures,
         notes=notes,
-        passed=f"each non-replayable effect at most once ({len(effects)} calls)",
+        passed=(
+            f"each non-replayable effect at most once per logical call "
+            f"({sum(map(len, effects.values()))} effects, {len(effects)} argument sets)"
+        ),
     )
 
 
