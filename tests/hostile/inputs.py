@@ -1,0 +1,210 @@
+"""Hostile and careless command lines, each of which must end in a clear error.
+
+One list, used by the test (tests/hostile/test_hostile_inputs.py) and by the table printed
+for humans (`python -m tests.hostile.table`). Each case makes its files in a scratch
+directory, runs `crashcert ARGS` there and must: exit 2 or 3, print no traceback, leak no
+secret, and end within its time limit. None of them needs a crash trial to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
+LIMIT_S = 60.0
+SECRET = "hunter2-sk-test"
+ACCEPTED_EXIT = (2, 3)
+
+REFUND = (
+    "name: {name}\n"
+    "input: {{user: 'Refund ord-{{run}}'}}\n"
+    "budgets: {{iterations: {iterations}, tool_calls: 4, tokens: 5000}}\n"
+    "tools:\n"
+    "  - name: refund\n"
+    "    replay: non_replayable\n"
+    "    effect: write\n"
+    "    behaviour: {{result: {{ok: true}}, latency_ms: {latency}}}\n"
+    "turns:\n"
+    "  - tool_calls: [{{id: c1, name: refund, arguments: {{order: 'ord-{{run}}'}}}}]\n"
+    "    usage: {{prompt_tokens: {tokens}, completion_tokens: 1}}\n"
+    "  - content: \"{reply}\"\n"
+    "deadline_s: {deadline}\n"
+)
+DEFAULTS = {
+    "name": "hostile",
+    "iterations": 6,
+    "latency": 0,
+    "tokens": 10,
+    "reply": "Refunded.",
+    "deadline": 20,
+}
+LAUGHS = "".join(
+    ["x0: &x0 [lol]\n"]
+    + [f"x{n}: &x{n} [{', '.join([f'*x{n - 1}'] * 10)}]\n" for n in range(1, 10)]
+)
+
+
+def scenario(**changes: object) -> str:
+    return REFUND.format(**{**DEFAULTS, **changes})
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]
+    files: dict[str, str | bytes] = dataclasses.field(default_factory=dict)
+    limit_s: float = LIMIT_S
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    case: Case
+    exit_code: int | None  # None: it did not end within its limit
+    seconds: float
+    output: str
+
+    @property
+    def traceback(self) -> bool:
+        return "Traceback (most recent call last)" in self.output
+
+    @property
+    def leaked(self) -> bool:
+        return SECRET in self.output
+
+    @property
+    def clear(self) -> bool:
+        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret."""
+        return (
+            self.exit_code in ACCEPTED_EXIT
+            and bool(self.output.strip())
+            and not self.traceback
+            and not self.leaked
+        )
+
+
+def _engine(**changes: str) -> str:
+    fields = {
+        "name": "e",
+        "migrate": '["true"]',
+        "worker": '["true"]',
+        "submit": '["true"]',
+        "status": '["true"]',
+        **changes,
+    }
+    return "".join(f"{key}: {value}\n" for key, value in fields.items())
+
+
+CASES: list[Case] = [
+    # files that are not scenarios
+    Case("billion laughs in a scenario", ["scenarios", "validate", "s.yaml"],
+         {"s.yaml": scenario() + "extra:\n" + "".join(f"  {x}\n" for x in LAUGHS.splitlines())}),
+    Case("billion laughs at run", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": LAUGHS + scenario()}),
+    Case("/dev/zero as a scenario", ["run", "--scenario", "/dev/zero"]),
+    Case("binary file as a scenario", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": bytes(range(256)) * 8}),
+    Case("scenario that does not exist", ["run", "--scenario", "nope.yaml"]),
+    Case("unknown bundled scenario", ["run", "--scenario", "no_such_scenario"]),
+    Case("directory as a scenario", ["run", "--scenario", "d.yaml"], {"d.yaml/x": ""}),
+    Case("empty scenario file", ["run", "--scenario", "s.yaml"], {"s.yaml": ""}),
+    Case("scenario that is a list", ["run", "--scenario", "s.yaml"], {"s.yaml": "[1, 2]\n"}),
+    # numbers and text that would reach the engine
+    Case("deadline .inf", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(deadline=".inf")}),
+    Case("deadline 1e-300", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": scenario(deadline="1.0e-300")}),
+    Case("latency 1e17 ms", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": scenario(latency="1.0e+17")}),
+    Case("2^63 token usage", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": scenario(tokens=2**63)}),
+    Case("budget 1e23", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": scenario(iterations="100000000000000000000000")}),
+    Case("NUL in the reply", ["run", "--scenario", "s.yaml"],
+         {"s.yaml": scenario(reply="Refun\\0ded")}),
+    Case("markup in a scenario name", ["scenarios", "validate", "s.yaml"],
+         {"s.yaml": scenario(name="'[bold]x[/]'")}),
+    # fault texts
+    Case("unknown fault action",
+         ["run", "--scenario", "refund", "--fault", "melt@tool.returned#1"]),
+    Case("unknown point", ["run", "--scenario", "refund", "--fault", "kill@nowhere#1"]),
+    Case("occurrence 0", ["run", "--scenario", "refund", "--fault", "kill@tool.returned#0"]),
+    Case("heal_after_s=abc", ["run", "--scenario", "refund", "--fault",
+                              "db_cut@tools.pending#1?heal_after_s=abc"]),
+    Case("heal_after_s=1e999", ["run", "--scenario", "refund", "--fault",
+                                "db_cut@tools.pending#1?heal_after_s=1e999"]),
+    Case("negative heal_after_s", ["run", "--scenario", "refund", "--fault",
+                                   "db_cut@tools.pending#1?heal_after_s=-1"]),
+    Case("unknown fault parameter", ["run", "--scenario", "refund", "--fault",
+                                     "db_cut@tools.pending#1?bogus=1"]),
+    Case("commit_lost without :before_commit", ["run", "--scenario", "refund", "--fault",
+                                                "commit_lost@tool.returned#1"]),
+    Case("time kill beyond an hour", ["run", "--scenario", "refund", "--fault",
+                                      "kill@time:+99999s"]),
+    Case("matrix with an unknown fault class", ["matrix", "--faults", "kill,melt"]),
+    Case("matrix with an unknown point", ["matrix", "--points", "tool.nowhere"]),
+    Case("certify with an unknown mode", ["certify", "--mode", "sideways"]),
+    Case("explore with no examples", ["explore", "--scenario", "refund", "--examples", "-1"]),
+    # engines
+    Case("engine file that does not exist", ["run", "--scenario", "refund", "--engine", "e.yaml"]),
+    Case("engine file with aliases", ["run", "--scenario", "refund", "--engine", "e.yaml"],
+         {"e.yaml": LAUGHS + _engine()}),
+    Case("binary engine file", ["run", "--scenario", "refund", "--engine", "e.yaml"],
+         {"e.yaml": b"\x89PNG\r\n\x1a\n" + bytes(512)}),
+    Case("engine lease of a day", ["run", "--scenario", "refund", "--engine", "e.yaml"],
+         {"e.yaml": _engine(lease_ms="86400000")}),
+    Case("engine with an unknown field", ["run", "--scenario", "refund", "--engine", "e.yaml"],
+         {"e.yaml": _engine(sudo="true")}),
+    # campaigns that would test nothing
+    Case("soak of zero runs", ["soak", "--runs", "0"]),
+    Case("soak with a negative storm", ["soak", "--storm-s", "-5"]),
+    Case("seed that is not a number", ["run", "--scenario", "refund", "--seed", "abc"]),
+    # the environment
+    Case("unwritable --out", ["run", "--scenario", "refund", "--out", "f/trials"], {"f": "file"}),
+    Case("unparsable --pg-dsn with a password",
+         ["run", "--scenario", "refund", "--pg-dsn", f"postgresql://ops:{SECRET}@[bad"]),
+    Case("unreachable --pg-dsn with a password",
+         ["run", "--scenario", "refund", "--pg-dsn",
+          f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres"]),
+    # stored trials
+    Case("analyze a directory without trials", ["analyze", "empty"], {"empty/.keep": ""}),
+    Case("analyze a corrupt history", ["analyze", "t"], {"t/history.jsonl": "{not json\n"}),
+    Case("export a trial that is not one", ["incident", "export", "--trial", "t"],
+         {"t/x": ""}),
+    Case("export with neither source", ["incident", "export"]),
+    Case("replay a binary file", ["replay", "i.yaml"], {"i.yaml": bytes(range(256))}),
+    Case("report of a corrupt trial", ["report", "t"], {"t/history.jsonl": "\x00\x01"}),
+]
+
+
+def prepare(case: Case, directory: pathlib.Path) -> None:
+    for name, content in case.files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+def run(case: Case, directory: pathlib.Path, *, command: str = CRASHCERT) -> Outcome:
+    prepare(case, directory)
+    env = {key: value for key, value in os.environ.items() if key != "CRASHCERT_PG_DSN"}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [command, *case.args], cwd=directory, env=env, capture_output=True, text=True,
+            errors="replace", timeout=case.limit_s, check=False, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as expired:
+        partial = (expired.stdout or b"") + (expired.stderr or b"")
+        text = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+        return Outcome(case, None, time.monotonic() - started, text)
+    return Outcome(case, done.returncode, time.monotonic() - started, done.stdout + done.stderr)
+
+
+Runner = Callable[[Case, pathlib.Path], Outcome]
