@@ -1,7 +1,8 @@
 """The harness can fail: deliberately broken engines are caught, the reference engine is not.
 
 Each engine in tests/quality/engines/ is the reference engine with one behaviour replaced
-(a monkeypatched function of decide/worker/store/services), described by its own YAML file.
+(a monkeypatched function of decide/worker/store/services, or the report it gives),
+described by its own YAML file.
 For each one, the targeted trial must FAIL the invariant that guards the broken guarantee,
 and the unmodified reference engine must PASS exactly the same trial.
 
@@ -75,8 +76,28 @@ CASES = (
     # Killed after two of three inferences were billed: the restart forgets 800 tokens and
     # the run only runs out of budget one inference too late.
     Case("restore_budget", "token_budget", ("kill@model.ready#2",), ("budget.not_restored",)),
+    # The refund decision's first answer is lost to the kill and the model asked again; the
+    # report keeps each turn's first try, so the answer the run went on with (and its 325
+    # tokens) is missing, while the report still adds up.
+    Case(
+        "hide_model_call",
+        "refund",
+        ("kill@model.returned#2",),
+        ("budget.not_restored",),
+        says="the report bills no model call of turn 1",
+    ),
     # The sink acknowledged, the worker died before recording it; the sink cannot be asked.
     Case("resend_reply", "sink_no_query", ("kill@reply.sent#1",), ("reply.single_delivery",)),
+    # Killed after reply.sending committed, before the POST left: the recovering worker
+    # takes the sink's 405 for "not delivered" and posts. One delivery, by luck: the resend
+    # is blind all the same.
+    Case(
+        "assume_not_delivered",
+        "sink_no_query",
+        ("kill@reply.sending#1",),
+        ("reply.single_delivery",),
+        says="never resend blindly",
+    ),
     # The zombie is paused right before its POST /replies; the adopter marks the delivery
     # sending again and dies before posting, so the zombie wakes up, delivers, and reaches
     # finish_delivered, whose SQL carries no epoch guard: only the lease check fences it.
