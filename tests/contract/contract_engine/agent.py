@@ -1,0 +1,251 @@
+"""The contract engine's worker: claim a run, then move it from checkpoint to checkpoint.
+
+Each `advance` re-reads the run under its lease and does the one next thing its durable
+state asks for: an inference (phase null, model_ready, or an interrupted model_pending), the
+next unsettled tool call of a decision (tools_pending), or the delivery of the reply
+(reply_ready). So a worker recovering a run and a worker continuing it take the same path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from . import world
+from .store import CONNECTION_LOST, Fenced, Lease, Store
+
+SETTLED = {"succeeded", "failed", "outcome_unknown", "rejected", "cancelled"}
+
+
+class RetryLater(Exception):
+    """The world did not answer; the run is tried again from its durable state."""
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.store = Store()
+        # Effects this process marked started but has not sent yet, by (run, key, epoch): after
+        # a lost connection under the same lease they are known not to have happened.
+        self.unsent: set[tuple[str, str, int]] = set()
+        self.declarations: dict[str, dict[str, Any]] = {}
+
+    def run_forever(self) -> None:
+        while True:
+            try:
+                lease = self.store.claim()
+            except CONNECTION_LOST:
+                self.store.reset()
+                time.sleep(0.2)
+                continue
+            if lease is None:
+                time.sleep(0.1)
+                continue
+            world.report("run.claimed", lease.run_id, {"epoch": lease.epoch})
+            self.work(lease)
+
+    def work(self, lease: Lease) -> None:
+        while True:
+            try:
+                if not self.declarations:
+                    self.declarations = world.tools()
+                self.advance(lease)
+            except Fenced:
+                return  # finished, or another worker holds the run now
+            except CONNECTION_LOST:
+                self.store.reset()
+                time.sleep(0.1)
+            except (RetryLater, OSError):
+                time.sleep(0.2)
+
+    def advance(self, lease: Lease) -> None:
+        run = self.store.fence(lease)
+        if run["attempts"] > run["max_attempts"]:
+            self.finish(lease, "dead_lettered", "max_attempts")
+        elif run["delivery_state"] in ("pending", "sending"):
+            self.deliver(lease, run)
+        elif run["phase"] == "tools_pending":
+            self.execute_tools(lease, run)
+        else:
+            self.infer(lease, run)
+
+    # -- the model ---------------------------------------------------------------------------
+
+    def infer(self, lease: Lease, run: dict[str, Any]) -> None:
+        if run["iterations_used"] >= run["iterations_limit"]:
+            return self.finish(lease, "budget_exhausted", "iterations")
+        if run["tokens_used"] >= run["tokens_limit"]:
+            return self.finish(lease, "budget_exhausted", "tokens")
+        with self.store.step(lease, "model.pending") as step:
+            step.execute("interrupt_model_calls")  # a call whose answer was lost: not billed
+            seq = step.execute("reserve_model_call", turn=run["turn"])[0]["seq"]
+            step.checkpoint("model_pending", iterations=1)
+        self.store.fence(lease)  # a worker woken after losing its lease stops here
+        status, answer = world.chat(run["transcript"], list(self.declarations.values()))
+        message, usage = parse_answer(answer) if status == 200 else (None, None)
+        if message is None or usage is None:
+            with self.store.step(lease, None) as step:
+                step.execute("fail_model_call", seq=seq)
+            raise RetryLater(f"model answered {status}")
+        world.report("model.returned", lease.run_id, {"turn": run["turn"]})
+        self.decide(lease, seq, message, usage)
+
+    def decide(self, lease: Lease, seq: int, message: dict[str, Any], usage: dict) -> None:
+        """Records the answer, bills its tokens once and checkpoints what it decided."""
+        calls, content = message.get("tool_calls") or [], message.get("content")
+        assistant = {"role": "assistant", "content": content}
+        if calls:
+            assistant["tool_calls"] = calls
+        tokens = int(usage.get("total_tokens", 0))
+        with self.store.step(lease, "tools.pending") as step:
+            run = step.run
+            step.execute("record_model_call", seq=seq, usage=usage)
+            if run["tokens_used"] + tokens > run["tokens_limit"] or not (calls or content):
+                # Billed, but nothing the answer decided is acted on.
+                step.boundary = "run.finished"
+                step.execute("bill_tokens", tokens=tokens)
+                over = run["tokens_used"] + tokens > run["tokens_limit"]
+                step.execute(
+                    "finish",
+                    status="budget_exhausted" if over else "failed",
+                    reason="tokens" if over else "empty model answer",
+                    delivery_state=None,
+                )
+            elif calls:
+                for idx, call in enumerate(calls):
+                    step.execute(
+                        "add_tool_call",
+                        turn=run["turn"],
+                        idx=idx,
+                        call_id=call["id"],
+                        name=call["function"]["name"],
+                        arguments=parse_arguments(call),
+                        key=f"{run['id']}:{run['turn']}:{call['id']}",
+                    )
+                step.checkpoint("tools_pending", tokens=tokens, turns=1, messages=[assistant])
+            else:
+                step.boundary = "reply.ready"
+                step.checkpoint(
+                    "reply_ready",
+                    tokens=tokens,
+                    turns=1,
+                    messages=[assistant],
+                    reply=content,
+                    delivery_state="pending",
+                    delivery_key=f"{run['id']}:reply",
+                )
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def execute_tools(self, lease: Lease, run: dict[str, Any]) -> None:
+        turn = run["turn"] - 1
+        for call in self.store.tool_calls(lease.run_id, turn):
+            if call["state"] not in SETTLED:
+                return self.execute_tool(lease, run, call)
+        with self.store.step(lease, "model.ready") as step:
+            messages = [
+                {"role": "tool", "tool_call_id": c["call_id"], "content": json.dumps(c["outcome"])}
+                for c in step.execute("tool_calls_of_turn", turn=turn)
+            ]
+            step.checkpoint("model_ready", messages=messages)
+
+    def execute_tool(self, lease: Lease, run: dict[str, Any], call: dict[str, Any]) -> None:
+        decl, mine = self.declarations.get(call["name"]), (lease.run_id, call["key"], lease.epoch)
+        if decl is None or call["arguments"] is None:
+            return self.settle(
+                lease, call, "rejected", world.error("unknown tool or bad arguments")
+            )
+        if call["state"] == "started" and mine not in self.unsent:
+            # Interrupted after it was marked started: it may have happened.
+            replay = (
+                decl["replay"] == "replayable" and decl.get("fingerprint") == call["fingerprint"]
+            )
+            if not replay:
+                if not decl.get("queryable"):
+                    return self.settle(lease, call, "outcome_unknown", world.unknown())
+                self.store.fence(lease)
+                applied, result = world.tool_effect(call["name"], call["key"])
+                if applied is None:
+                    return self.settle(lease, call, "outcome_unknown", world.unknown())
+                if applied:
+                    return self.settle(lease, call, "succeeded", world.ok(result))
+                # Not applied, says the service: it runs now, with the same key.
+        if run["tool_calls_used"] >= run["tool_calls_limit"]:
+            return self.settle(lease, call, "rejected", world.error("tool call budget exhausted"))
+        with self.store.step(lease, "tool.started", tool_call_id=call["call_id"]) as step:
+            step.execute("start_tool_call", key=call["key"], fingerprint=decl.get("fingerprint"))
+            step.execute("use_tool_budget")
+            self.unsent.add(mine)
+        self.store.fence(lease)  # a worker woken after losing its lease stops before the effect
+        self.unsent.discard(mine)
+        status, body = world.call_tool(call["name"], call["arguments"], call["key"])
+        world.report("tool.returned", lease.run_id, {"tool_call_id": call["call_id"]})
+        self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
+
+    def outcome(self, lease: Lease, decl: dict, call: dict, status: int, body: Any) -> tuple:
+        if status == 200 and isinstance(body, dict):
+            return "succeeded", world.ok(body.get("result"))
+        message = str((body or {}).get("error", f"status {status}"))[:500]
+        if status != 500 and status != 0:  # answered: not applied (503) or refused (4xx)
+            return "failed", world.error(message)
+        if decl.get("queryable"):  # the effect may have happened: ask by key
+            self.store.fence(lease)
+            applied, result = world.tool_effect(call["name"], call["key"])
+            if applied is not None:
+                return (
+                    ("succeeded", world.ok(result)) if applied else ("failed", world.error(message))
+                )
+        if decl["replay"] == "replayable":
+            return "failed", world.error(message)
+        return "outcome_unknown", world.unknown()
+
+    def settle(self, lease: Lease, call: dict, state: str, outcome: dict) -> None:
+        with self.store.step(lease, "tool.settled", tool_call_id=call["call_id"]) as step:
+            step.execute("settle_tool_call", key=call["key"], state=state, outcome=outcome)
+
+    # -- the reply ---------------------------------------------------------------------------
+
+    def deliver(self, lease: Lease, run: dict[str, Any]) -> None:
+        key = run["delivery_key"]
+        mine = (lease.run_id, key, lease.epoch)
+        if run["delivery_state"] == "sending" and mine not in self.unsent:
+            # A delivery attempt was interrupted: ask the sink, never resend blindly.
+            self.store.fence(lease)
+            delivered = world.reply_delivered(key)
+            if delivered:
+                return self.finish(lease, "succeeded", None, "delivered")
+            if delivered is None:
+                return self.finish(lease, "delivery_uncertain", "sink cannot be asked", "uncertain")
+        with self.store.step(lease, "reply.sending") as step:
+            step.execute("set_delivery", delivery_state="sending")
+            self.unsent.add(mine)
+        self.store.fence(lease)
+        self.unsent.discard(mine)
+        if world.post_reply(lease.run_id, run["reply"], key) != 200:
+            raise RetryLater("the sink did not acknowledge")  # asked by key next time
+        world.report("reply.sent", lease.run_id)
+        self.finish(lease, "succeeded", None, "delivered")
+
+    def finish(
+        self, lease: Lease, status: str, reason: str | None, delivery_state: str | None = None
+    ) -> None:
+        with self.store.step(lease, "run.finished") as step:
+            step.execute("finish", status=status, reason=reason, delivery_state=delivery_state)
+
+
+def parse_answer(answer: Any) -> tuple[dict | None, dict | None]:
+    try:
+        message, usage = answer["choices"][0]["message"], answer["usage"]
+    except (KeyError, IndexError, TypeError):
+        return None, None
+    return (
+        (message, usage) if isinstance(message, dict) and isinstance(usage, dict) else (None, None)
+    )
+
+
+def parse_arguments(call: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        arguments = json.loads(call["function"].get("arguments") or "{}")
+    except ValueError:
+        return None
+    return arguments if isinstance(arguments, dict) else None
