@@ -73,7 +73,7 @@ fi
 case "$command" in
     test)
         status=0
-        "$venv/bin/python" -m pytest -q || status=$?
+        "$venv/bin/python" -m pytest -q --durations=15 || status=$?
         if [[ $status -eq 5 ]]; then
             echo "bootstrap: pytest collected no tests; that is a failure, not a pass" >&2
             exit 1
