@@ -22,6 +22,14 @@ def _allowed(count: int, what: str) -> str:
     return f"at most {count}" + (f", one per scripted {what}" if count > 1 else "")
 
 
+def paired(entries: list[ledger.ToolRequest] | list[ledger.ToolEffect]) -> str:
+    """`seq 3 key 'k1', seq 7 key 'k2'`: each ledger entry with its own key, in ledger
+    order, so a reader never has to match a sorted key list against a seq list."""
+    return ", ".join(
+        f"seq {entry.seq} " + (f"key {entry.key!r}" if entry.key else "no key") for entry in entries
+    )
+
+
 def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckResult:
     effects: dict[facts.LogicalCall, list[ledger.ToolEffect]] = collections.defaultdict(list)
     for effect in facts.tool_effects(history):
@@ -31,11 +39,9 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
     notes: list[str] = []
     for call, applied in effects.items():
         allowed = facts.scripted_count(history, call)
-        keys = sorted({str(effect.key) for effect in applied})
-        seqs = ", ".join(str(effect.seq) for effect in applied)
         line = (
             f"{call}: {len(applied)} effects in the world (expected {_allowed(allowed, 'call')}"
-            f"), keys {keys}, effect seq {seqs}"
+            f"), effects: {paired(applied)}"
         )
         if len(applied) > allowed:
             failures.append(line)
@@ -74,19 +80,17 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
     owners: dict[str, list[facts.LogicalCall]] = collections.defaultdict(list)
     for call, requests in attempts.items():
         allowed = facts.scripted_count(history, call)
-        seqs = ", ".join(str(request.seq) for request in requests)
         missing = [request.seq for request in requests if not request.key]
         if missing:
             failures.append(f"{call}: request seq {missing} carried no idempotency key")
         keys = sorted({request.key for request in requests if request.key})
         if len(keys) > allowed:
             failures.append(
-                f"{call}: {len(requests)} attempts carried {len(keys)} different keys {keys} "
-                f"(expected {_allowed(allowed, 'call')}; request seq {seqs})"
+                f"{call}: {len(requests)} attempts carried {len(keys)} different keys "
+                f"(expected {_allowed(allowed, 'call')}): requests: {paired(requests)}"
             )
         elif keys:
-            named = repr(keys[0]) if len(keys) == 1 else str(keys)
-            notes.append(f"{call}: {len(requests)} attempt(s), key {named} (seq {seqs})")
+            notes.append(f"{call}: {len(requests)} attempt(s), requests: {paired(requests)}")
         # Every call answered ok reached the world under its own key: fewer keys than
         # such calls means one key served two calls with equal arguments.
         served = sorted(cid for cid in answered if cid in scripted and scripted[cid].call == call)
