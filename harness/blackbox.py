@@ -270,7 +270,7 @@ def translated(trial: history.TrialHistory) -> history.TrialHistory:
             occurrence = OCCURRENCE_OFFSET + event.occurrence
             point = EQUIVALENT[event.point]
             renamed[f"{event.point}#{event.occurrence}"] = f"{point}#{occurrence}"
-            detail = dict(event.detail)
+            detail = {**event.detail, facts.WORLD_POINT_DETAIL: f"{event.point}#{event.occurrence}"}
             if event.point == TOOL_EFFECT and detail.get("ledger_seq") in call_ids:
                 detail["tool_call_id"] = call_ids[detail["ledger_seq"]]
             event = event.model_copy(

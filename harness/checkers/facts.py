@@ -37,6 +37,10 @@ AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"
 # Where the model's decision for a turn becomes durable.
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
+# A black box's world hit read as a boundary (harness/blackbox.py) keeps the name of the
+# world point that struck here, e.g. `world:tool.effect#2`: evidence names that, never the
+# synthetic occurrence of the boundary it stands for.
+WORLD_POINT_DETAIL = "world_point"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +73,7 @@ class Interruption:
         return self.start < end and self.end >= start
 
     def describe(self) -> str:
-        where = f" at {self.hit.point}#{self.hit.occurrence}" if self.hit else ""
+        where = f" at {hit_name(self.hit)}" if self.hit else ""
         worker = f" worker {self.fault.worker_id}" if self.fault.worker_id else ""
         return (
             f"{self.fault.action}{where}{worker} (fault seq {self.fault.seq}, t={self.start:.3f})"
@@ -202,9 +206,15 @@ def detail_int(hit: history_module.BoundaryHit, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def hit_name(hit: history_module.BoundaryHit) -> str:
+    """`tools.pending#2`, or the world point a translated black-box hit stands in for."""
+    world = hit.detail.get(WORLD_POINT_DETAIL)
+    return world if isinstance(world, str) else f"{hit.point}#{hit.occurrence}"
+
+
 def describe_hit(hit: history_module.BoundaryHit) -> str:
     worker = f" by {hit.worker_id}" if hit.worker_id else ""
-    return f"{hit.point}#{hit.occurrence}{worker} (hit seq {hit.seq}, t={hit.t:.3f})"
+    return f"{hit_name(hit)}{worker} (hit seq {hit.seq}, t={hit.t:.3f})"
 
 
 def claims(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:

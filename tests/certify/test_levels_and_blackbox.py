@@ -86,10 +86,52 @@ def test_world_tool_effect_kill_is_judged_as_tool_returned() -> None:
     assert results["tool.same_key"].verdict is FAIL
     unknown = results["tool.unknown_outcome"]
     assert unknown.verdict is FAIL, unknown
-    assert "refund_order" in unknown.summary and "tool.returned#1002" in unknown.summary
+    # The world point that struck, never the synthetic occurrence of its boundary.
+    assert "refund_order" in unknown.summary
+    assert "interrupted by kill at world:tool.effect#2 worker w-1" in unknown.summary
     # Needs the engine's own boundaries: never a PASS by default in a black box.
     assert results["lease.fencing"].verdict is INCONCLUSIVE
     assert results["model.once_after_decision"].verdict is INCONCLUSIVE
+
+
+def every_line(results: list[verdict.CheckResult]) -> list[str]:
+    return [line for result in results for line in [result.summary, *result.evidence]]
+
+
+def test_black_box_evidence_never_shows_synthetic_occurrences() -> None:
+    lines = every_line(blackbox.judge(refund_twice(kill_at="world")))
+    assert any("world:tool.effect#2" in line for line in lines)
+    assert not [line for line in lines if f"#{blackbox.OCCURRENCE_OFFSET}" in line]
+
+
+def reply_lost_to_a_kill() -> history.TrialHistory:
+    """A black box killed when the sink accepted its reply; the sink cannot be asked, so the
+    recovered run ends delivery_uncertain without posting again."""
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    trial.model_request(0)
+    trial.tool_request("call_lookup")
+    trial.model_request(1)
+    trial.tool_request("call_refund")
+    trial.model_request(2)
+    delivered = trial.delivery()
+    hit = world_hit(trial, "world:reply.accepted", 1, key=delivered.key, ledger_seq=delivered.seq)
+    trial.fault("kill", at=hit, worker="w-1")
+    trial.report("delivery_uncertain")
+    trial.finished_at = trial.now
+    return trial.build()
+
+
+def test_reply_evidence_names_the_world_point() -> None:
+    results = {r.invariant: r for r in blackbox.judge(reply_lost_to_a_kill())}
+    reply = results["reply.single_delivery"]
+    assert reply.verdict is PASS, reply
+    assert "fault in the delivery window: kill at world:reply.accepted#1 worker w-1" in (
+        builders.evidence(reply)
+    )
+    liveness = results["run.liveness"]
+    assert liveness.verdict is PASS, liveness
+    assert "(kill at world:reply.accepted#1 worker w-1" in builders.evidence(liveness)
+    assert not [line for line in every_line(list(results.values())) if "reply.sent#" in line]
 
 
 def test_time_kill_leaves_unknown_outcome_unproven() -> None:
