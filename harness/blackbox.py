@@ -288,13 +288,28 @@ def translated(trial: history.TrialHistory) -> history.TrialHistory:
 
 
 def _effect_call_ids(trial: history.TrialHistory) -> dict[int, str]:
-    """Ledger seq of each tool effect -> the scripted call id of its (tool, arguments)."""
-    by_call = {call.call: call.id for call in facts.scripted_calls(trial).values()}
+    """Ledger seq of each tool effect -> the scripted call it belongs to.
+
+    By its idempotency key when the engine names that key for one call of the same tool
+    and arguments (report `tool_calls`, tool.started/tool.settled details); else by its
+    tool and arguments when one scripted call alone has them. Two calls with equal
+    arguments and no named key are not guessed: the checkers then judge by key.
+    """
+    scripted = facts.scripted_calls(trial)
+    owners: dict[str, list[str]] = collections.defaultdict(list)
+    for call_id, key in facts.named_keys(trial).items():
+        if call_id in scripted:
+            owners[key].append(call_id)
+    by_call: dict[facts.LogicalCall, list[str]] = collections.defaultdict(list)
+    for call in scripted.values():
+        by_call[call.call].append(call.id)
     found = {}
     for effect in facts.tool_effects(trial):
-        call_id = by_call.get(facts.logical_call(effect.tool, effect.arguments))
-        if call_id is not None:
-            found[effect.seq] = call_id
+        call = facts.logical_call(effect.tool, effect.arguments)
+        named = [cid for cid in owners.get(effect.key or "", []) if scripted[cid].call == call]
+        candidates = named if named else by_call.get(call, [])
+        if len(candidates) == 1:
+            found[effect.seq] = candidates[0]
     return found
 
 

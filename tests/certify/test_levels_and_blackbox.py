@@ -134,6 +134,38 @@ def test_reply_evidence_names_the_world_point() -> None:
     assert not [line for line in every_line(list(results.values())) if "reply.sent#" in line]
 
 
+def reminder_struck(*, named: bool) -> history.TrialHistory:
+    """Two scripted posts with equal arguments; the world kills at the first one's effect.
+    `named`: the engine's report names each call's key."""
+    trial = builders.Trial(builders.reminder_scenario())
+    trial.model_request(0)
+    trial.tool_request("call_remind")
+    effect = trial.tools[-1]
+    hit = world_hit(
+        trial, "world:tool.effect", 1, tool="post_message", key=effect.key, ledger_seq=effect.seq
+    )
+    trial.fault("kill", at=hit, worker="w-1")
+    trial.model_request(1)
+    trial.tool_request("call_nudge")
+    trial.tool_states = {"call_remind": "outcome_unknown", "call_nudge": "succeeded"}
+    trial.report("succeeded", **({} if named else {"tool_calls": []}))
+    return trial.build()
+
+
+def struck_call_id(trial: history.TrialHistory) -> object:
+    hit = next(h for h in blackbox.translated(trial).boundary_hits() if h.point == "tool.returned")
+    return hit.detail.get("tool_call_id")
+
+
+def test_a_world_effect_is_mapped_to_its_call_by_the_key_the_engine_names() -> None:
+    # Arguments alone would say either post; the key says the first.
+    assert struck_call_id(reminder_struck(named=True)) == "call_remind"
+
+
+def test_equal_arguments_and_no_named_key_are_not_guessed() -> None:
+    assert struck_call_id(reminder_struck(named=False)) is None
+
+
 def test_time_kill_leaves_unknown_outcome_unproven() -> None:
     results = {r.invariant: r for r in blackbox.judge(refund_twice(kill_at="time"))}
     assert results["tool.at_most_once"].verdict is FAIL
