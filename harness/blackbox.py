@@ -301,8 +301,8 @@ def _effect_call_ids(trial: history.TrialHistory) -> dict[int, str]:
         if call_id in scripted:
             owners[key].append(call_id)
     by_call: dict[facts.LogicalCall, list[str]] = collections.defaultdict(list)
-    for call in scripted.values():
-        by_call[call.call].append(call.id)
+    for known in scripted.values():
+        by_call[known.call].append(known.id)
     found = {}
     for effect in facts.tool_effects(trial):
         call = facts.logical_call(effect.tool, effect.arguments)
