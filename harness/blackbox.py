@@ -49,6 +49,9 @@ EQUIVALENT = {
 OCCURRENCE_OFFSET = 1000
 # Invariants judged from the engine's own boundaries only: never PASS in a black box.
 NEEDS_BOUNDARIES = ("lease.fencing",)
+# Invariants INCONCLUSIVE in a black box because the hits they read were not collected.
+SHOWN_BY_BOUNDARIES = ("model.once_after_decision", "frontier.monotonic")
+NOT_COLLECTED = "black-box mode, the engine's own boundaries not collected"
 # Time kills are drawn in this part of the baseline's span (first model answer -> terminal).
 TIME_SPAN = (0.05, 0.95)
 
@@ -62,6 +65,8 @@ class BlackBoxEngine:
         self._engine = engine
         self.name = engine.name
         self.boundaries: tuple[str, ...] = ()
+        # What the engine itself reports, for evidence that must not say it reports nothing.
+        self.declared_boundaries: tuple[str, ...] = engine.boundaries
         self.lease_ms = engine.lease_ms
         self.preload = engine.preload
 
@@ -86,6 +91,13 @@ class BlackBoxEngine:
 
     def export(self, dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
         return self._engine.export(dsn, run_id)
+
+
+def declared_boundaries(engine: adapter_module.EngineAdapter) -> tuple[str, ...]:
+    """The points the engine's description declares, also when it runs as a black box."""
+    if isinstance(engine, BlackBoxEngine):
+        return engine.declared_boundaries
+    return engine.boundaries
 
 
 def wanted(engine: adapter_module.EngineAdapter, plan: list[history.FaultStep]) -> bool:
@@ -325,10 +337,20 @@ def judge(trial: history.TrialHistory) -> list[verdict_module.CheckResult]:
 def _black_box_result(
     trial: history.TrialHistory, result: verdict_module.CheckResult
 ) -> verdict_module.CheckResult:
+    declared = trial.declared_boundaries
+    if result.verdict is verdict_module.Verdict.INCONCLUSIVE and declared:
+        if result.invariant in SHOWN_BY_BOUNDARIES:
+            # "not reported" means: not collected in this trial, not "the engine has none".
+            return result.model_copy(
+                update={
+                    "summary": f"{NOT_COLLECTED}: {result.summary}",
+                    "evidence": [*result.evidence, NOT_COLLECTED],
+                }
+            )
     if result.verdict is not verdict_module.Verdict.PASS:
         return result
     if result.invariant in NEEDS_BOUNDARIES:
-        return _unproven(result, "the engine reports no run.claimed: handovers are invisible")
+        return _unproven(result, _no_claims(declared))
     time_kills = [
         f for f in trial.faults() if f.ok and f.step and "@time:" in f.step and f.action == "kill"
     ]
@@ -336,6 +358,18 @@ def _black_box_result(
     if result.invariant == "tool.unknown_outcome" and time_kills and non_replayable:
         return _unproven(result, "a time kill cannot be placed inside or outside a tool window")
     return result
+
+
+def _no_claims(declared: list[str] | None) -> str:
+    """Why handovers cannot be seen, in words true of this engine."""
+    if declared is None:
+        return "no run.claimed was recorded in this trial: handovers are invisible"
+    if facts.CLAIM_POINT in declared:
+        return (
+            "the engine reports run.claimed, but this trial ran it as a black box (no control "
+            "channel): handovers are invisible"
+        )
+    return "the engine reports no run.claimed: handovers are invisible"
 
 
 def _unproven(result: verdict_module.CheckResult, why: str) -> verdict_module.CheckResult:

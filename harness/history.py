@@ -99,6 +99,9 @@ class TrialHistory(pydantic.BaseModel):
     scenario: scenario_module.Scenario
     plan: list[FaultStep] = pydantic.Field(default_factory=list)
     seed: int = 0
+    # The points the engine's description says it reports, even when this trial ran it as
+    # a black box (no control channel); None: not recorded (a history from before).
+    declared_boundaries: list[str] | None = None
     run_key: str
     run_id: str | None = None
     events: list[BoundaryHit | FaultApplied | WorkerEvent] = pydantic.Field(default_factory=list)

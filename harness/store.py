@@ -28,6 +28,7 @@ HEADER_FIELDS = (
     "scenario",
     "plan",
     "seed",
+    "declared_boundaries",
     "run_key",
     "run_id",
     "started_at",

@@ -127,6 +127,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         scenario=spec.scenario,
         plan=spec.plan,
         seed=spec.seed,
+        declared_boundaries=list(blackbox.declared_boundaries(lab.engine)),
         run_key=f"{spec.scenario.name}-{trial_id}",
         started_at=time.time(),
     )

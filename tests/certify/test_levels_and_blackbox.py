@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
-from harness import blackbox, boundaries, errors, history, levels, plan
+from harness import blackbox, boundaries, errors, history, levels, plan, store
 from harness.checkers import verdict
 from tests.checkers import builders
 
@@ -164,6 +166,43 @@ def test_a_world_effect_is_mapped_to_its_call_by_the_key_the_engine_names() -> N
 
 def test_equal_arguments_and_no_named_key_are_not_guessed() -> None:
     assert struck_call_id(reminder_struck(named=False)) is None
+
+
+def test_a_black_box_trial_of_an_engine_with_boundaries_never_says_it_reports_none() -> None:
+    # `--mode both`: the engine declares every boundary; this trial just did not collect them.
+    trial = refund_twice(kill_at="world").model_copy(
+        update={"declared_boundaries": boundaries.all_points()}
+    )
+    results = {r.invariant: r for r in blackbox.judge(trial)}
+    fencing = results["lease.fencing"]
+    assert fencing.verdict is INCONCLUSIVE
+    assert fencing.summary == (
+        "black box: the engine reports run.claimed, but this trial ran it as a black box (no "
+        "control channel): handovers are invisible"
+    )
+    decisions = results["model.once_after_decision"]
+    assert decisions.verdict is INCONCLUSIVE
+    assert decisions.summary.startswith("black-box mode, the engine's own boundaries not collected")
+    assert not [line for line in every_line(list(results.values())) if "reports no" in line]
+
+
+def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path) -> None:
+    # `crashcert analyze` must judge a stored trial in the same words as the live one.
+    trial = refund_twice(kill_at="world").model_copy(
+        update={"declared_boundaries": boundaries.all_points()}
+    )
+    store.write_trial(tmp_path, trial, verdicts=[], verdict="FAIL", repro="crashcert run x")
+    again = store.read_history(tmp_path / "history.jsonl")
+    assert again.declared_boundaries == boundaries.all_points()
+    assert [r.summary for r in blackbox.judge(again)] == [r.summary for r in blackbox.judge(trial)]
+
+
+def test_a_black_box_engine_is_said_to_report_no_claims() -> None:
+    trial = refund_twice(kill_at="world").model_copy(update={"declared_boundaries": []})
+    fencing = next(r for r in blackbox.judge(trial) if r.invariant == "lease.fencing")
+    assert fencing.summary == (
+        "black box: the engine reports no run.claimed: handovers are invisible"
+    )
 
 
 def test_time_kill_leaves_unknown_outcome_unproven() -> None:
