@@ -54,6 +54,9 @@ SHOWN_BY_BOUNDARIES = ("model.once_after_decision", "frontier.monotonic")
 NOT_COLLECTED = "black-box mode, the engine's own boundaries not collected"
 # Time kills are drawn in this part of the baseline's span (first model answer -> terminal).
 TIME_SPAN = (0.05, 0.95)
+# Where a time kill landed: the last world point before it and its ledger seq (hit detail).
+# A wall-clock offset does not reproduce a trial; the world event before it does.
+AFTER_WORLD_POINT, AFTER_LEDGER_SEQ = "after_world_point", "after_ledger_seq"
 
 HitPolicy = Callable[[history.BoundaryHit], None]
 
@@ -129,6 +132,7 @@ class WorldTrigger:
         self._timers: list[threading.Timer] = []
         self._armed = False
         self._closed = False
+        self._last_world: dict[str, Any] = {}  # the last world point hit, for time kills
         self._ports = {
             MODEL_ANSWERED: _port(world.model_url),
             TOOL_EFFECT: _port(world.tools_url),
@@ -189,6 +193,13 @@ class WorldTrigger:
             due = [s for s in self._pending if s.point == point and s.occurrence == occurrence]
             for step in due:
                 self._pending.remove(step)
+            if boundaries.is_world_point(point):
+                self._last_world = {
+                    AFTER_WORLD_POINT: f"{point}#{occurrence}",
+                    AFTER_LEDGER_SEQ: detail.get("ledger_seq"),
+                }
+            else:  # a time point: record where in the world's story it landed
+                detail = {**detail, **self._last_world}
         worker = self._client(self._ports.get(point))
         hit = history.BoundaryHit(
             point=point,
@@ -228,7 +239,13 @@ class WorldTrigger:
         for worker in workers:
             worker.kill()
         groups = ", ".join(str(worker.pgid) for worker in workers) or "none alive"
-        self._record(step, hit, ok=True, note=f"SIGKILL every live worker (groups {groups})")
+        note = f"SIGKILL every live worker (groups {groups})"
+        if AFTER_WORLD_POINT in hit.detail:
+            note += (
+                f", landed after {hit.detail[AFTER_WORLD_POINT]} "
+                f"(world ledger seq {hit.detail.get(AFTER_LEDGER_SEQ)})"
+            )
+        self._record(step, hit, ok=True, note=note)
         with self._lock:
             if self._closed:
                 return
@@ -379,6 +396,20 @@ def _unproven(result: verdict_module.CheckResult, why: str) -> verdict_module.Ch
         summary=f"black box: {why}",
         evidence=[f"black box: {why}", f"the checker alone said: {result.summary}"],
     )
+
+
+def rerun_step(trial: history.TrialHistory, step: history.FaultStep) -> history.FaultStep:
+    """The step a rerun should plan: a time kill strikes again at the world point it landed
+    after (a wall-clock offset lands elsewhere on another run); any other step as it was."""
+    if boundaries.time_point_seconds(step.point) is None:
+        return step
+    for hit in trial.boundary_hits():
+        if hit.point != step.point or hit.occurrence != step.occurrence:
+            continue
+        point, _, occurrence = str(hit.detail.get(AFTER_WORLD_POINT, "")).rpartition("#")
+        if boundaries.is_world_point(point) and occurrence.isdigit():
+            return step.model_copy(update={"point": point, "occurrence": int(occurrence)})
+    return step
 
 
 # --- time plans ------------------------------------------------------------------------

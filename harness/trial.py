@@ -97,11 +97,14 @@ class TrialOutcome(pydantic.BaseModel):
         return [r for r in self.results if r.verdict is not verdict_module.Verdict.PASS]
 
 
-def repro_command(spec: TrialSpec) -> str:
+def repro_command(spec: TrialSpec, *, trial: history.TrialHistory | None = None) -> str:
+    """One command that reruns the trial. With its history, a time kill reruns at the world
+    point it landed after (blackbox.rerun_step); the plan and label keep the time point."""
     argv = ["crashcert", "run", "--engine", spec.engine_ref]
     argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
     for step in spec.plan:
-        argv += ["--fault", step.label()]
+        rerun = step if trial is None else blackbox.rerun_step(trial, step)
+        argv += ["--fault", rerun.label()]
     argv += ["--seed", str(spec.seed)]
     return shlex.join(argv)
 
@@ -154,7 +157,7 @@ def _finish(
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
     results, verdict = judge(trial)
-    repro = repro_command(spec)
+    repro = repro_command(spec, trial=trial)
     store.write_trial(
         directory,
         trial,
