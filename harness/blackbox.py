@@ -355,6 +355,10 @@ def _black_box_result(
     trial: history.TrialHistory, result: verdict_module.CheckResult
 ) -> verdict_module.CheckResult:
     declared = trial.declared_boundaries
+    unshown = (verdict_module.Verdict.PASS, verdict_module.Verdict.INCONCLUSIVE)
+    if result.invariant in NEEDS_BOUNDARIES and result.verdict in unshown:
+        # The first reason it cannot be shown, whatever else the checker found missing.
+        return _unproven(result, _no_claims(declared))
     if result.verdict is verdict_module.Verdict.INCONCLUSIVE and declared:
         if result.invariant in SHOWN_BY_BOUNDARIES:
             # "not reported" means: not collected in this trial, not "the engine has none".
@@ -366,8 +370,6 @@ def _black_box_result(
             )
     if result.verdict is not verdict_module.Verdict.PASS:
         return result
-    if result.invariant in NEEDS_BOUNDARIES:
-        return _unproven(result, _no_claims(declared))
     time_kills = [
         f for f in trial.faults() if f.ok and f.step and "@time:" in f.step and f.action == "kill"
     ]

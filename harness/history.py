@@ -82,10 +82,14 @@ class FaultApplied(Record):
 
 class WorkerEvent(Record):
     kind: Literal["worker"] = "worker"
-    event: Literal["started", "exited"]
+    # "crashed": the worker died on its own (no fault killed it, the trial had not ended)
+    # with a non-zero exit status; the harness replaced it, as a supervisor would.
+    event: Literal["started", "exited", "crashed"]
     worker_id: str
     pid: int
     returncode: int | None = None
+    log: str | None = None  # a crashed worker's log, relative to the trial directory
+    log_tail: list[str] = pydantic.Field(default_factory=list)  # its last lines
 
 
 Event = BoundaryHit | FaultApplied | WorkerEvent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pathlib
 import shlex
 import time
@@ -48,6 +49,7 @@ from harness import (
     scenario as scenario_module,
 )
 from harness.checkers import verdict as verdict_module
+from harness.postgres import dsn as pg_dsn
 from harness.world import world as world_module
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,12 @@ REPORT_POLL_S = 2.0
 BLACK_BOX_POLL_S = 1.0
 # Allowance on top of the scenario deadline for recovery: a few leases.
 LEASES_OF_SLACK = 4
+# Worker logs live in this subdirectory of the trial directory.
+WORKER_LOGS = "workers"
+# What of a crashed worker's log goes into the history (the whole log stays in WORKER_LOGS).
+LOG_TAIL_LINES = 12
+LOG_TAIL_BYTES = 8192
+LOG_LINE_CHARS = 400
 
 
 class TrialSpec(pydantic.BaseModel):
@@ -229,7 +237,7 @@ def _execute(
             world_env=world.env(),
             control_path=server.path if engine.boundaries else None,
             dsn_for_worker=proxies.dsn_for,
-            log_dir=directory / "workers",
+            log_dir=directory / WORKER_LOGS,
             recorder=recorder,
             trial_id=trial.trial_id,
             forkserver=lab.forkserver,
@@ -261,12 +269,13 @@ def _execute(
             for _ in range(spec.initial_workers):
                 launcher.start()
             trial.workers_started_at = time.time()
-            _wait_terminal(engine, dsn, trial, server, launcher, spec)
+            _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
         finally:
             if trigger is not None:
                 trigger.close()  # first: no late world kill or fresh worker after this
             try:
                 nemesis.close()
+                _record_crashes(launcher, recorder, replace=False)  # died since the last look
             finally:
                 launcher.close()
             trial.events = recorder.events()
@@ -287,6 +296,7 @@ def _wait_terminal(
     trial: history.TrialHistory,
     server: control.ControlServer,
     launcher: launcher_module.Launcher,
+    recorder: recorder_module.Recorder,
     spec: TrialSpec,
 ) -> None:
     """Wait for run.finished (a signal), asking for reports now and then as a fallback."""
@@ -306,7 +316,7 @@ def _wait_terminal(
         if hit is not None:
             trial.finished_at = hit.t
             break
-        _restart_crashed_workers(launcher)
+        _record_crashes(launcher, recorder, replace=True)
         try:
             report = engine.report(dsn, run_id)
         except errors.CrashcertError as error:
@@ -320,11 +330,49 @@ def _wait_terminal(
 
 
 def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:
-    """A worker that died on its own (not killed by us) is replaced, as a supervisor would."""
+    """Replace workers that died on their own, recording nothing (harness/soak.py)."""
+    _record_crashes(launcher, None, replace=True)
+
+
+def _record_crashes(
+    launcher: launcher_module.Launcher,
+    recorder: recorder_module.Recorder | None,
+    *,
+    replace: bool,
+) -> None:
+    """A worker that died on its own (not killed by us) is replaced, as a supervisor would
+    (`replace`, while the run goes on). One that died with a non-zero status is recorded as
+    crashed with the tail of its log, so the verdict can point at what broke."""
     for worker in launcher.workers.all():
-        if not worker.alive and not worker.killed and not worker.replaced:
-            worker.replaced = True
+        if worker.alive or worker.killed or worker.replaced:
+            continue
+        worker.replaced = True
+        if worker.returncode and recorder is not None:
+            recorder.append(
+                history.WorkerEvent(
+                    event="crashed",
+                    worker_id=worker.worker_id,
+                    pid=worker.pid,
+                    returncode=worker.returncode,
+                    log=f"{WORKER_LOGS}/{worker.log_path.name}",
+                    log_tail=log_tail(worker.log_path),
+                )
+            )
+        if replace:
             launcher.start()
+
+
+def log_tail(path: pathlib.Path) -> list[str]:
+    """The last lines of a worker's log, each cut short and scrubbed of DSN secrets."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            data = log.read()
+    except OSError as error:
+        return [f"(log unreadable: {error})"]
+    lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line.strip()][-LOG_TAIL_LINES:]
+    return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
 
 
 class _Proxies:

@@ -16,7 +16,7 @@ import dataclasses
 from harness import history as history_module
 from harness import run_report
 from harness import scenario as scenario_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 from harness.world import ledger
 
 INVARIANT = "budget.not_restored"
@@ -221,6 +221,10 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             for line in against
         )
     _ledger_rows(history, failures)
+    if not answered and not facts.tool_requests(history) and not failures and not unknowns:
+        nothing = "nothing was consumed: no model request was answered, no tool was called"
+        if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, notes):
+            return unproven
     return verdict.decide(
         INVARIANT,
         failures=failures,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 
 INVARIANT = "lease.fencing"
 CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})
@@ -120,7 +120,11 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             "worker are not judged"
         )
     if not handovers:
-        notes.insert(0, "no lease handover happened")
+        nothing = "no lease handover happened"
+        notes.insert(0, nothing)
+        if not failures:
+            if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, notes):
+                return unproven
     return verdict.decide(
         INVARIANT,
         failures=failures,

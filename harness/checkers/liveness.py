@@ -4,12 +4,10 @@ within the scenario's deadline.
 
 from __future__ import annotations
 
-from harness import boundaries
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 
 INVARIANT = "run.liveness"
-UNCERTAIN = "delivery_uncertain"
 
 
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
@@ -25,7 +23,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     notes: list[str] = []
     if report is None:
         failures.append("hung: the run never produced a report")
-        return verdict.decide(INVARIANT, failures=failures, notes=notes, passed="")
+        return _decide(history, failures, notes, passed="")
     if not report.terminal:
         down = facts.database_down_at_end(history)
         state = f"last status {report.status}, frontier phase {report.frontier.phase} " + (
@@ -38,7 +36,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
         else:
             failures.append(f"hung: not terminal at the end ({state})")
-        return verdict.decide(INVARIANT, failures=failures, notes=notes, passed="")
+        return _decide(history, failures, notes, passed="")
     # The clock starts when the workers do (not while the harness clones a database),
     # or, after faults, when the last one healed.
     if history.healed_at is not None:
@@ -55,21 +53,27 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     deadline = history.scenario.deadline_s
     line = f"terminal {elapsed:.3f}s after {since_what} (deadline {deadline:g}s)"
     (failures if elapsed > deadline else notes).append(line)
-    expected = history.scenario.expect.status
-    struck = facts.struck_in(history, boundaries.DELIVERY_WINDOW)
-    if report.status == expected:
-        notes.append(f"status {report.status} as expected")
-    elif report.status == UNCERTAIN and struck and not history.scenario.sink.queryable:
-        notes.append(
-            f"status {UNCERTAIN} instead of {expected}: a fault struck in the delivery window "
-            f"({struck[0].describe()}) and the sink cannot be queried"
-        )
+    accepted = reach.accepted_status(history, report)
+    if accepted is not None:
+        notes.append(accepted)
     else:
         reason = f" (reason {report.reason!r})" if report.reason else ""
-        failures.append(f"status {report.status}{reason}, expected {expected}")
+        failures.append(
+            f"status {report.status}{reason}, expected {history.scenario.expect.status}"
+        )
+    return _decide(
+        history, failures, notes, passed=f"{report.status} {elapsed:.3f}s after {since_what}"
+    )
+
+
+def _decide(
+    history: history_module.TrialHistory, failures: list[str], notes: list[str], *, passed: str
+) -> verdict.CheckResult:
+    """A worker that crashed on its own is named in the first failure, and every crash's
+    log tail is evidence: the verdict points at what broke the run."""
+    crashed = reach.crashes(history)
+    if failures and crashed:
+        failures[0] += f"; {reach.describe_crash(crashed[0])}"
     return verdict.decide(
-        INVARIANT,
-        failures=failures,
-        notes=notes,
-        passed=f"{report.status} {elapsed:.3f}s after {since_what}",
+        INVARIANT, failures=failures, notes=[*reach.crash_evidence(history), *notes], passed=passed
     )

@@ -13,7 +13,7 @@ import math
 
 from harness import boundaries
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 from harness.world import ledger
 
 ONCE_AFTER_DECISION = "model.once_after_decision"
@@ -123,11 +123,11 @@ def check_once_after_decision(history: history_module.TrialHistory) -> verdict.C
     failures: list[str] = []
     answered = _by_turn(facts.model_requests(history, answered_only=True))
     if not answered:
-        return verdict.decide(
-            ONCE_AFTER_DECISION,
-            failures=[],
-            notes=["no model request was answered: no decision to repeat"],
-            passed="no model request",
+        nothing = "no model request was answered"
+        notes = [f"{nothing}: no decision to repeat"]
+        unproven = reach.nothing_to_judge(ONCE_AFTER_DECISION, nothing, history, notes)
+        return unproven or verdict.decide(
+            ONCE_AFTER_DECISION, failures=[], notes=notes, passed="no model request"
         )
     found = decisions(history, notes)
     every = _by_turn(facts.model_requests(history))
@@ -218,7 +218,7 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
             notes.append(f"no model request; the run ended {status}")
         elif report is None or not report.terminal:
             # The run never got going: run.liveness says so; nothing was miscounted.
-            unknowns.append(f"no model request, and the run is not over (status {status})")
+            unknowns.append(f"no model request, because {reach.cut_short(history)}")
         else:
             failures.append(
                 f"no model request at all for a scenario of {scripted} turns "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harness import boundaries
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 
 INVARIANT = "reply.single_delivery"
 UNCERTAIN = "delivery_uncertain"
@@ -76,6 +76,12 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures.append(
             f"the run ended {UNCERTAIN} although the sink can be asked by key ({count} deliveries)"
         )
+    # A run that ended uncertain, or posted its reply, got to the delivery: judged above.
+    reached = status == UNCERTAIN or facts.reply_requests(history)
+    if not reached and not failures and not unknowns:
+        nothing = "the reply was never posted to the sink"
+        if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, notes):
+            return unproven
     return verdict.decide(
         INVARIANT,
         failures=failures,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 from harness.world import ledger
 
 AT_MOST_ONCE = "tool.at_most_once"
@@ -57,7 +57,12 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
                     "logical call, expected at most one effect"
                 )
     if not effects:
-        notes.append("no effect of a non-replayable tool reached the world")
+        nothing = "no effect of a non-replayable tool reached the world"
+        notes.append(nothing)
+        scripted = facts.scripted_calls(history).values()
+        if any(facts.is_non_replayable(history, known.call.tool) for known in scripted):
+            if unproven := reach.nothing_to_judge(AT_MOST_ONCE, nothing, history, notes):
+                return unproven
     return verdict.decide(
         AT_MOST_ONCE,
         failures=failures,
@@ -118,6 +123,10 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
     if not attempts:
         notes.append("no tool request reached the world")
+        if scripted and not failures:
+            nothing = "no tool request reached the world"
+            if unproven := reach.nothing_to_judge(SAME_KEY, nothing, history, notes):
+                return unproven
     return verdict.decide(
         SAME_KEY,
         failures=failures,

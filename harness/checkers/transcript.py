@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 from harness.world import ledger
 
 INVARIANT = "transcript.intact"
@@ -46,7 +46,10 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             INVARIANT,
             failures=[],
             notes=[],
-            unknowns=["no model request was answered: no transcript to check"],
+            unknowns=[
+                "no model request was answered: no transcript to check"
+                + (f", because {why}" if (why := reach.cut_short(history)) else "")
+            ],
             passed="",
         )
     for request in answered:

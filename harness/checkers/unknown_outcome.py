@@ -17,7 +17,7 @@ import dataclasses
 
 from harness import boundaries
 from harness import history as history_module
-from harness.checkers import facts, verdict
+from harness.checkers import facts, reach, verdict
 from harness.world import ledger
 
 INVARIANT = "tool.unknown_outcome"
@@ -269,7 +269,12 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
 
     if not interrupted and not any(c.state == UNKNOWN for c in reported.values()):
-        notes.insert(0, "no interrupted tool call")
+        nothing = "no fault struck inside a tool window and no call ended outcome_unknown"
+        notes.insert(0, nothing)
+        if not failures and not unknowns:
+            # A run that stopped short may have been interrupted by its own crash instead.
+            if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, notes):
+                return unproven
     return verdict.decide(
         INVARIANT,
         failures=failures,

@@ -210,7 +210,9 @@ def test_no_model_request_while_the_run_is_not_over_is_inconclusive() -> None:
     trial.report("pending")
     result = model.check_count(trial.build())
     assert result.verdict is V.INCONCLUSIVE
-    assert result.summary == "no model request, and the run is not over (status pending)"
+    assert (
+        result.summary == "no model request, because the run never finished (last status pending)"
+    )
 
 
 def slow_decision_answer(*, recall: bool) -> builders.Trial:

@@ -48,7 +48,9 @@ def resume(trial: builders.Trial, state: str, answer: dict[str, Any]) -> builder
 def test_clean_passes() -> None:
     result = unknown_outcome.check(builders.clean())
     assert result.verdict is V.PASS
-    assert result.evidence[0] == "no interrupted tool call"
+    assert result.evidence[0] == (
+        "no fault struck inside a tool window and no call ended outcome_unknown"
+    )
 
 
 def test_queryable_tool_asked_by_key_before_the_repeat_passes() -> None:
