@@ -30,6 +30,7 @@ def _told_model(
     turn: int,
     failures: list[str],
     notes: list[str],
+    decisive: list[str],
 ) -> None:
     requests = facts.model_requests(history)
     for request in requests:
@@ -42,6 +43,10 @@ def _told_model(
                 f"message is seq {request.seq}, status {status!r}"
             )
             (notes if status == UNKNOWN else failures).append(line)
+            decisive.append(
+                f"call {call_id!r} ended {UNKNOWN} and the model was told so (model request "
+                f"seq {request.seq})"
+            )
             return
     went_on = [request.seq for request in requests if request.turn > turn]
     if went_on:
@@ -51,6 +56,7 @@ def _told_model(
         )
     else:
         notes.append(f"call {call_id!r} (report: {UNKNOWN}): no later model request")
+        decisive.append(f"call {call_id!r} ended {UNKNOWN}; the run asked the model no more")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +140,7 @@ def _judge_repeats(
     attempts: list[ledger.ToolRequest],
     failures: list[str],
     notes: list[str],
+    decisive: list[str],
 ) -> list[ledger.ToolRequest]:
     spec = history.scenario.tool(call.tool)
     prior = [request for request in attempts if request.t < item.start]
@@ -146,6 +153,7 @@ def _judge_repeats(
         )
         repeats = repeats[1:]
     where = f"{call} interrupted by {item.describe()}"
+    short = f"{call} interrupted by {_struck(item)}"
     survived = item.fault.action != "kill"
     for repeat in repeats:
         keys = {request.key for request in [*prior, repeat]}
@@ -153,6 +161,10 @@ def _judge_repeats(
             notes.append(
                 f"{where} was requested again at seq {repeat.seq} with the same key "
                 f"{repeat.key!r}; the tool honours keys, so the world applied no second effect"
+            )
+            decisive.append(
+                f"{short}: requested again with the same key {repeat.key!r} (seq "
+                f"{repeat.seq}), which the tool honours: no second effect"
             )
             continue
         if not spec.queryable:
@@ -190,7 +202,43 @@ def _judge_repeats(
                 f"{where}: asked by key {repeat.key!r} (query seq {queries[-1].seq}, not "
                 f"found) before requesting again at seq {repeat.seq}"
             )
+            decisive.append(
+                f"{short}: asked by key {repeat.key!r}, not found (query seq "
+                f"{queries[-1].seq}), and only then run again (seq {repeat.seq})"
+            )
     return repeats
+
+
+def _struck(item: facts.Interruption) -> str:
+    """`kill at tool.returned#2`: the fault and where it struck, for a one-line summary."""
+    return f"{item.fault.action} at {facts.hit_name(item.hit)}" if item.hit else item.fault.action
+
+
+def _not_repeated(
+    history: history_module.TrialHistory,
+    item: facts.Interruption,
+    target: _Interrupted,
+    state: str | None,
+) -> str:
+    """What happened instead of a re-execution: an answer by key, or nothing at all."""
+    named = f" (call {target.call_id!r})" if target.call_id else ""
+    short = f"{target.call}{named} interrupted by {_struck(item)}"
+    asked = [
+        query
+        for query in facts.tool_queries(history)
+        if query.tool == target.call.tool
+        and query.t > item.start
+        and (target.key is None or query.key == target.key)
+    ]
+    reported = f", reported {state}" if state else ""
+    if not asked:
+        return f"{short}: not requested again{reported}"
+    last = asked[-1]
+    found = "found applied" if last.found else "not found"
+    return (
+        f"{short}: asked by key {last.key!r}, {found} (query seq {last.seq}), not "
+        f"re-executed{reported}"
+    )
 
 
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
@@ -202,11 +250,13 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     report = history.final_report
     reported = {call.id: call for call in report.tool_calls} if report else {}
 
+    decisive: list[str] = []  # the facts a PASS rests on, for its summary
+
     # (a) an unknown outcome reaches the model as such.
     for call_id, call_report in reported.items():
         if call_report.state == UNKNOWN:
             turn = scripted[call_id].turn if call_id in scripted else call_report.turn
-            _told_model(history, call_id, turn, failures, notes)
+            _told_model(history, call_id, turn, failures, notes, decisive)
 
     # (b) no blind re-execution after an interruption inside a tool window.
     interrupted = 0
@@ -222,9 +272,14 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         call = target.call
         if not facts.is_non_replayable(history, call.tool):
             notes.append(f"{call} interrupted by {item.describe()}: replayable, may run again")
+            decisive.append(f"{call} interrupted by {_struck(item)}: replayable, may run again")
             continue
         attempts = _attempts(history, target, item, scripted, named, unknowns)
-        repeats = _judge_repeats(history, item, call, attempts, failures, notes)
+        repeats = _judge_repeats(history, item, call, attempts, failures, notes, decisive)
+        if not repeats:
+            found = reported.get(target.call_id or "")
+            state = found.state if found else None
+            decisive.append(_not_repeated(history, item, target, state))
         spec = history.scenario.tool(call.tool)
         if item.fault.action == "kill" and not spec.queryable and not repeats and report:
             if target.call_id is not None:
@@ -268,8 +323,8 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"world has {effects[call]} effect(s) of them"
             )
 
+    nothing = "no fault struck inside a tool window and no call ended outcome_unknown"
     if not interrupted and not any(c.state == UNKNOWN for c in reported.values()):
-        nothing = "no fault struck inside a tool window and no call ended outcome_unknown"
         notes.insert(0, nothing)
         if not failures and not unknowns:
             # A run that stopped short may have been interrupted by its own crash instead.
@@ -280,5 +335,5 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed="no blind re-execution; unknown outcomes reported as such",
+        passed="; ".join(decisive) or nothing,
     )

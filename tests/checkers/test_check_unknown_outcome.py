@@ -285,7 +285,10 @@ def test_a_hit_naming_a_key_is_the_call_of_that_key() -> None:
     trial.claim("w-2")
     result = check(post_the_nudge(trial, "outcome_unknown", builders.UNKNOWN))
     assert result.verdict is V.PASS, result.summary
-    assert f"{POST} interrupted by kill at tool.returned#1" not in result.summary
+    assert (
+        f"{POST} (call 'call_remind') interrupted by kill at tool.returned#1: not requested "
+        "again, reported outcome_unknown"
+    ) in result.summary
 
 
 def test_a_request_no_named_key_places_among_identical_calls_is_inconclusive() -> None:
@@ -298,4 +301,47 @@ def test_a_request_no_named_key_places_among_identical_calls_is_inconclusive() -
     assert result.summary.endswith(
         f"request seq [{nudge.seq}] may answer another of the 2 calls with these arguments "
         "(the engine names no key for it)"
+    )
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_without_an_interruption_says_there_was_none() -> None:
+    assert unknown_outcome.check(builders.clean()).summary == (
+        "no fault struck inside a tool window and no call ended outcome_unknown"
+    )
+
+
+def test_pass_after_an_answer_by_key_says_found_applied_not_re_executed() -> None:
+    trial = killed_at_refund_returned()
+    query = trial.tool_query("call_refund", found=True)
+    result = check(resume(trial, "succeeded", builders.ok(builders.REFUND_RESULT)))
+    assert result.verdict is V.PASS
+    assert result.summary == (
+        f"{REFUND} (call 'call_refund') interrupted by kill at tool.returned#2: asked by key "
+        f"'key-call_refund', found applied (query seq {query.seq}), not re-executed, reported "
+        "succeeded"
+    )
+
+
+def test_pass_after_a_rerun_says_it_was_asked_first() -> None:
+    trial = killed_at_refund_started()
+    query = trial.tool_query("call_refund", found=False)
+    request = trial.tool_request("call_refund")
+    result = check(resume(trial, "succeeded", builders.ok(request.result)))
+    assert result.summary == (
+        f"{REFUND} interrupted by kill at tool.started#2: asked by key 'key-call_refund', not "
+        f"found (query seq {query.seq}), and only then run again (seq {request.seq})"
+    )
+
+
+def test_pass_of_an_unknown_outcome_says_the_model_was_told() -> None:
+    trial = killed_at_refund_started(queryable=False)
+    result = check(resume(trial, "outcome_unknown", builders.UNKNOWN))
+    told = next(r for r in trial.model if r.turn == 2)
+    assert result.summary == (
+        f"call 'call_refund' ended outcome_unknown and the model was told so (model request "
+        f"seq {told.seq}); {REFUND} (call 'call_refund') interrupted by kill at "
+        "tool.started#2: not requested again, reported outcome_unknown"
     )
