@@ -12,6 +12,7 @@ from __future__ import annotations
 from harness import boundaries
 from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.world import ledger
 
 INVARIANT = "reply.single_delivery"
 UNCERTAIN = "delivery_uncertain"
@@ -87,5 +88,15 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed=f"{count} delivery, status {status}, sink {sink}",
+        passed=_passed(delivered, status, sink),
     )
+
+
+def _passed(delivered: list[ledger.ReplyDelivery], status: str | None, sink: str) -> str:
+    """The fact a PASS rests on: the one delivery (its key and seq), or none, and how the
+    run ended."""
+    once = delivered[0] if delivered else None
+    head = f"delivered once, key {once.key!r}, seq {once.seq}" if once else "never delivered"
+    if status == UNCERTAIN:
+        return f"{head}; the run ended {UNCERTAIN}, the sink cannot be asked: no resend"
+    return f"{head}; sink {sink}, status {status}"

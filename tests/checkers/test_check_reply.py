@@ -176,3 +176,21 @@ def test_a_post_while_the_sender_is_paused_is_a_resend() -> None:
     assert result.verdict is V.FAIL
     assert "after pause at reply.sending#1 worker w-1" in result.summary
     assert "never resend blindly" in result.summary
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_names_the_one_delivery_by_key_and_seq() -> None:
+    trial = builders.clean_trial()
+    (delivered,) = (entry for entry in trial.sink if entry.kind == "reply.delivery")
+    assert reply.check(trial.build()).summary == (
+        f"delivered once, key 'reply-run-1', seq {delivered.seq}; sink queryable, status succeeded"
+    )
+
+
+def test_pass_of_an_uncertain_delivery_says_there_was_no_resend() -> None:
+    trial = delivered_then("delivery_uncertain", deliveries=0, sink_queryable=False)
+    assert reply.check(trial.build()).summary == (
+        "never delivered; the run ended delivery_uncertain, the sink cannot be asked: no resend"
+    )
