@@ -28,6 +28,8 @@ class Decision:
     t: float  # when it became durable
     where: str
     how: str  # "detail.turn", "time order" or "lost ack"
+    seq: int = 0  # the hit's seq (for a lost ack, its `:before_commit` hit's)
+    name: str = ""  # where, in short: `tools.pending#2`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +39,8 @@ class _Commit:
     turn: int | None  # detail.turn when the engine gave it
     lost_ack: bool = False
     sent_t: float | None = None  # when its COMMIT left, if earlier (a slow answer)
+    seq: int = 0
+    name: str = ""
 
     def overlaps(self, start: float, end: float) -> bool:
         """Whether it may have committed inside (start, end)."""
@@ -56,6 +60,8 @@ def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
             facts.describe_hit(hit),
             facts.detail_int(hit, "turn"),
             sent_t=times.get(sent.get(hit.seq, hit.seq)),
+            seq=hit.seq,
+            name=facts.hit_name(hit),
         )
         for hit in facts.run_hits(history)
         if hit.point in facts.DECISION_POINTS
@@ -63,7 +69,12 @@ def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
     for lost in facts.lost_acks(history):
         if boundaries.base_name(lost.hit.point) in facts.DECISION_POINTS:
             turn = facts.detail_int(lost.hit, "turn")
-            commits.append(_Commit(lost.fault.t, lost.describe(), turn, lost_ack=True))
+            name = f"{facts.hit_name(lost.hit)}, ack lost, committed"
+            commits.append(
+                _Commit(
+                    lost.fault.t, lost.describe(), turn, lost_ack=True, seq=lost.hit.seq, name=name
+                )
+            )
     return sorted(commits, key=lambda commit: commit.t)
 
 
@@ -113,7 +124,8 @@ def decisions(
             inside = hit.overlaps if trust else hit.acknowledged_within
             if inside(first, horizon):
                 how = "detail.turn" if trust and hit.turn is not None else "time order"
-                found[turn] = Decision(turn, hit.t, hit.where, "lost ack" if hit.lost_ack else how)
+                how = "lost ack" if hit.lost_ack else how
+                found[turn] = Decision(turn, hit.t, hit.where, how, hit.seq, hit.name)
                 break
     return found
 
@@ -158,8 +170,33 @@ def check_once_after_decision(history: history_module.TrialHistory) -> verdict.C
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed=f"no model call after a committed decision ({len(found)} turns checked)",
+        passed=_no_call_after(found, list(answered)),
     )
+
+
+def _no_call_after(found: dict[int, Decision], answered: list[int]) -> str:
+    """The fact a PASS rests on: where each answered turn's decision committed."""
+    judged = [found[turn] for turn in answered if turn in found]
+    if len(judged) == 1:
+        one = judged[0]
+        text = (
+            f"decision for turn {one.turn} committed at hit seq {one.seq} ({one.name}), no "
+            f"model call for turn {one.turn} after it"
+        )
+    else:
+        text = "decisions committed, no model call for a turn after its own: " + ", ".join(
+            f"turn {one.turn} at hit seq {one.seq} ({one.name})" for one in judged
+        )
+    undecided = [turn for turn in answered if turn not in found]
+    if undecided:
+        text += f"; turns {undecided} reported no decision, not judged"
+    return text
+
+
+def _none_answered(every: list[ledger.ModelRequest], passed: str) -> str:
+    if not every:
+        return passed
+    return f"no model request was answered ({len(every)} refused or failed), none over the count"
 
 
 def _window_interruptions(
@@ -213,9 +250,11 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
     answered = _by_turn(facts.model_requests(history, answered_only=True))
     report = history.final_report
     unknowns: list[str] = []
+    passed = "model calls per turn within 1 + the interruptions of its window: "
     if not every:
         if status in _STOPPED_EARLY:
             notes.append(f"no model request; the run ended {status}")
+            passed = f"no model request; the run ended {status} before it needed one"
         elif report is None or not report.terminal:
             # The run never got going: run.liveness says so; nothing was miscounted.
             unknowns.append(f"no model request, because {reach.cut_short(history)}")
@@ -225,6 +264,7 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"(final status {status})"
             )
     found = decisions(history)
+    counted: list[str] = []
     for turn, requests in answered.items():
         start = _window_start(history, requests[0])
         decision = found.get(turn)
@@ -239,6 +279,9 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
             + (f": {'; '.join(interrupted)}" if interrupted else "")
         )
         (failures if len(requests) > allowed else notes).append(line)
+        plural = "s" if len(interrupted) > 1 else ""
+        more = f" ({len(interrupted)} interruption{plural})" if interrupted else ""
+        counted.append(f"turn {turn} {len(requests)} of {allowed}{more}")
     if status == "succeeded":
         for turn in range(scripted):
             if turn not in answered:
@@ -250,5 +293,5 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed=f"model calls within scripted turns plus interruptions ({len(answered)} turns)",
+        passed=passed + ", ".join(counted) if counted else _none_answered(every, passed),
     )

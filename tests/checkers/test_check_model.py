@@ -249,3 +249,40 @@ def test_a_model_call_after_a_late_answered_decision_fails() -> None:
     result = model.check_once_after_decision(slow_decision_answer(recall=True).build())
     assert result.verdict is V.FAIL
     assert "turn 0: model request seq" in result.summary
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def decision_seqs(trial: builders.Trial) -> list[int]:
+    points = ("tools.pending", "reply.ready")
+    return [e.seq for e in trial.events if getattr(e, "point", None) in points]
+
+
+def test_pass_names_where_each_decision_committed() -> None:
+    trial = builders.clean_trial()
+    first, second, third = decision_seqs(trial)
+    assert model.check_once_after_decision(trial.build()).summary == (
+        "decisions committed, no model call for a turn after its own: "
+        f"turn 0 at hit seq {first} (tools.pending#1), turn 1 at hit seq {second} "
+        f"(tools.pending#2), turn 2 at hit seq {third} (reply.ready#1)"
+    )
+
+
+def test_pass_of_one_decided_turn_says_no_call_came_after_it() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.report("running")
+    (decided,) = decision_seqs(trial)
+    assert model.check_once_after_decision(trial.build()).summary == (
+        f"decision for turn 0 committed at hit seq {decided} (tools.pending#1), no model call "
+        "for turn 0 after it"
+    )
+
+
+def test_count_pass_names_calls_and_allowance_per_turn() -> None:
+    assert model.check_count(killed_at_model_returned().build()).summary == (
+        "model calls per turn within 1 + the interruptions of its window: turn 0 1 of 1, "
+        "turn 1 2 of 2 (1 interruption), turn 2 1 of 1"
+    )
