@@ -37,8 +37,13 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
             effects[facts.logical_call(effect.tool, effect.arguments)].append(effect)
     failures: list[str] = []
     notes: list[str] = []
+    held: list[str] = []  # the fact per logical call a PASS rests on
     for call, applied in effects.items():
         allowed = facts.scripted_count(history, call)
+        plural = "s" if len(applied) > 1 else ""
+        held.append(
+            f"{call}: {len(applied)} effect{plural} of at most {allowed} ({paired(applied)})"
+        )
         line = (
             f"{call}: {len(applied)} effects in the world (expected {_allowed(allowed, 'call')}"
             f"), effects: {paired(applied)}"
@@ -63,15 +68,10 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
         if any(facts.is_non_replayable(history, known.call.tool) for known in scripted):
             if unproven := reach.nothing_to_judge(AT_MOST_ONCE, nothing, history, notes):
                 return unproven
-    return verdict.decide(
-        AT_MOST_ONCE,
-        failures=failures,
-        notes=notes,
-        passed=(
-            f"each non-replayable effect at most once per logical call "
-            f"({sum(map(len, effects.values()))} effects, {len(effects)} argument sets)"
-        ),
-    )
+            held.append(f"{nothing}; the run ended {facts.final_status(history)} as expected")
+        else:
+            held.append(f"{nothing}: the script makes no non-replayable call")
+    return verdict.decide(AT_MOST_ONCE, failures=failures, notes=notes, passed="; ".join(held))
 
 
 def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
@@ -82,6 +82,7 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
     answered = facts.answered_ok(history)
     failures: list[str] = []
     notes: list[str] = []
+    held: list[str] = []  # the fact per logical call a PASS rests on
     owners: dict[str, list[facts.LogicalCall]] = collections.defaultdict(list)
     for call, requests in attempts.items():
         allowed = facts.scripted_count(history, call)
@@ -96,6 +97,12 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
         elif keys:
             notes.append(f"{call}: {len(requests)} attempt(s), requests: {paired(requests)}")
+            plural = "s" if len(requests) > 1 else ""
+            held.append(
+                f"{call}: key {keys[0]!r} on {len(requests)} request{plural}"
+                if len(keys) == 1
+                else f"{call}: {len(keys)} keys for {allowed} scripted calls ({paired(requests)})"
+            )
         # Every call answered ok reached the world under its own key: fewer keys than
         # such calls means one key served two calls with equal arguments.
         served = sorted(cid for cid in answered if cid in scripted and scripted[cid].call == call)
@@ -127,9 +134,9 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
             nothing = "no tool request reached the world"
             if unproven := reach.nothing_to_judge(SAME_KEY, nothing, history, notes):
                 return unproven
-    return verdict.decide(
-        SAME_KEY,
-        failures=failures,
-        notes=notes,
-        passed=f"one key per logical call, none shared ({len(attempts)} argument sets)",
-    )
+    passed = "one key per logical call, none shared: " + "; ".join(held)
+    if not attempts:
+        passed = "no tool request reached the world" + (
+            "; the run ended as expected" if scripted else ": the script makes no tool call"
+        )
+    return verdict.decide(SAME_KEY, failures=failures, notes=notes, passed=passed)

@@ -171,3 +171,31 @@ def test_three_effects_for_two_identical_calls_fail() -> None:
         "call): requests: seq "
     )
     assert same_key.summary.endswith(f", seq {again.seq} key 'key-fresh'")
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_at_most_once_pass_names_each_effect_with_its_key() -> None:
+    trial = builders.clean_trial()
+    (effect,) = (e for e in trial.tools if e.kind == "tool.effect" and e.tool == "refund_order")
+    assert tools.check_at_most_once(trial.build()).summary == (
+        f"{REFUND}: 1 effect of at most 1 (seq {effect.seq} key 'key-call_refund')"
+    )
+
+
+def test_at_most_once_pass_without_effects_says_why_there_were_none() -> None:
+    trial = builders.Trial(builders.refund_scenario(expect="budget_exhausted"))
+    builders.first_round(trial)
+    trial.finish("budget_exhausted")
+    assert tools.check_at_most_once(trial.build()).summary == (
+        "no effect of a non-replayable tool reached the world; the run ended budget_exhausted "
+        "as expected"
+    )
+
+
+def test_same_key_pass_names_the_key_of_each_call() -> None:
+    assert tools.check_same_key(builders.clean()).summary == (
+        f"one key per logical call, none shared: {LOOKUP}: key 'key-call_lookup' on 1 request; "
+        f"{REFUND}: key 'key-call_refund' on 1 request"
+    )
