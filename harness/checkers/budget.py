@@ -230,5 +230,25 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed=f"budgets monotonic and within limits over {len(history.reports)} snapshots",
+        passed=_held(history, report),
     )
+
+
+def _held(history: history_module.TrialHistory, report: run_report.RunReport) -> str:
+    """The fact a PASS rests on: each budget's final use against its limit and against what
+    the world served, never lower in an earlier snapshot."""
+    served = {
+        ITERATIONS: f"{len(facts.model_requests(history, answered_only=True))} answered model "
+        "requests",
+        TOOL_CALLS: f"{_calls_reached(history)} calls that reached a tool",
+        TOKENS: f"{sum(1 for c in report.model_calls if c.state == 'recorded')} recorded model "
+        "calls",
+    }
+    uses = [
+        f"{name} {report.budget[name].used} of {report.budget[name].limit} for {served[name]}"
+        for name in (ITERATIONS, TOOL_CALLS, TOKENS)
+        if name in report.budget
+    ]
+    snapshots = len(history.reports)
+    plural = "s" if snapshots > 1 else ""
+    return f"{', '.join(uses)}; never lower across {snapshots} report snapshot{plural}"

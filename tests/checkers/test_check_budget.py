@@ -220,3 +220,17 @@ def test_an_uncounted_second_identical_call_fails() -> None:
     assert "2 distinct calls reached the world, tool_calls used 1: a call was not counted" == (
         result.summary
     )
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_names_each_budget_against_what_the_world_served() -> None:
+    trial = builders.clean_trial()
+    trial.reports.insert(0, trial.reports[0])  # an earlier snapshot, read mid-run
+    tokens = sum(prompt + completion for prompt, completion in builders.USAGE)
+    assert budget.check(trial.build()).summary == (
+        "iterations 3 of 6 for 3 answered model requests, tool_calls 2 of 4 for 2 calls that "
+        f"reached a tool, tokens {tokens} of 5000 for 3 recorded model calls; never lower "
+        "across 2 report snapshots"
+    )
