@@ -61,9 +61,12 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures.append(
             f"status {report.status}{reason}, expected {history.scenario.expect.status}"
         )
-    return _decide(
-        history, failures, notes, passed=f"{report.status} {elapsed:.3f}s after {since_what}"
+    # The fact a PASS rests on: the status it accepts (accepted_status says why) and when.
+    passed = (
+        f"{accepted or report.status}; terminal {elapsed:.3f}s after {since_what}, within the "
+        f"{deadline:g}s deadline"
     )
+    return _decide(history, failures, notes, passed=passed)
 
 
 def _decide(

@@ -161,3 +161,17 @@ def test_no_report_fails() -> None:
     trial = builders.clean_trial()
     trial.reports = []
     assert liveness.check(trial.build()).summary == "hung: the run never produced a report"
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_names_the_status_and_the_time_against_the_deadline() -> None:
+    trial = builders.clean_trial()
+    trial.healed_at = 1.0
+    finished = trial.finished_at
+    assert finished is not None
+    assert liveness.check(trial.build()).summary == (
+        f"status succeeded as expected; terminal {finished - 1.0:.3f}s after the last heal, "
+        "within the 20s deadline"
+    )
