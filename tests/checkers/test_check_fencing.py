@@ -155,3 +155,32 @@ def test_a_commit_sent_after_the_takeover_still_fails() -> None:
     result = fencing.check(trial.build())
     assert result.verdict is V.FAIL
     assert result.summary.startswith("w-1 committed model.ready#")
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_without_a_handover_says_no_worker_lost_its_lease() -> None:
+    assert fencing.check(builders.clean()).summary == (
+        "no lease handover happened: no worker lost its lease"
+    )
+
+
+def test_pass_names_the_takeover_and_that_nothing_was_committed_after_it() -> None:
+    trial = paused_then_taken_over()
+    claim = next(
+        e for e in trial.events if getattr(e, "point", "") == "run.claimed" and e.worker_id == "w-2"
+    )
+    assert fencing.check(trial.build()).summary == (
+        f"w-1 lost its lease to w-2 at run.claimed#2 (hit seq {claim.seq}) and committed "
+        "nothing after it"
+    )
+
+
+def test_pass_after_a_kill_says_the_old_holder_was_gone() -> None:
+    trial = builders.first_round(builders.Trial())
+    builders.kill(trial, trial.model_turn(1))
+    claim = trial.claim("w-2")
+    assert fencing.check(trial.build()).summary == (
+        f"w-1 was gone when w-2 claimed at run.claimed#2 (hit seq {claim.seq})"
+    )
