@@ -37,6 +37,13 @@ def _world_answers(history: history_module.TrialHistory) -> dict[facts.LogicalCa
     return answers
 
 
+def _reply_fact(delivered: list[ledger.ReplyDelivery]) -> str:
+    if not delivered:
+        return "no reply delivered, none to compare"
+    seqs = ", ".join(str(delivery.seq) for delivery in delivered)
+    return f"reply delivered as scripted (delivery seq {seqs})"
+
+
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     answered = facts.model_requests(history, answered_only=True)
     failures: list[str] = []
@@ -76,6 +83,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     # An `ok` tool message carries the world's answer, never an invented one.
     world = _world_answers(history)
     seen: set[tuple[str, str | None]] = set()
+    compared = 0
     for request in facts.model_requests(history):
         for message in facts.tool_messages(request):
             if (message.call_id, message.raw) in seen or message.content is None:
@@ -84,6 +92,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             if message.content.get("status") != "ok" or message.call_id not in scripted:
                 continue
             logical = scripted[message.call_id].call
+            compared += 1
             result = facts.canonical(message.content.get("result"))
             where = f"model request seq {request.seq}: ok message for {message.call_id!r} {logical}"
             if logical not in world:
@@ -96,7 +105,8 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
 
     # The delivered reply is the scripted one.
     wanted = facts.expected_reply(history)
-    for delivery in facts.deliveries(history):
+    delivered = facts.deliveries(history)
+    for delivery in delivered:
         if wanted is not None and delivery.content != wanted:
             failures.append(
                 f"delivery seq {delivery.seq}: content {delivery.content!r} is not the "
@@ -106,5 +116,10 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         INVARIANT,
         failures=failures,
         notes=notes,
-        passed=f"{len(answered)} transcripts intact; reply as scripted",
+        passed=(
+            f"last model request seq {last.seq} (turn {last.turn}) carries all "
+            f"{len(expected)} earlier scripted calls, each made and answered once; "
+            f"{len(answered)} answered requests without a transcript problem; {compared} ok "
+            f"results as the world answered; {_reply_fact(delivered)}"
+        ),
     )

@@ -95,3 +95,26 @@ def test_no_model_request_is_inconclusive() -> None:
     trial.claim("w-1")
     trial.report("failed")
     assert transcript.check(trial.build()).verdict is V.INCONCLUSIVE
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_names_the_last_request_the_results_and_the_delivery() -> None:
+    trial = builders.clean_trial()
+    last = trial.model[-1]
+    (delivered,) = (entry for entry in trial.sink if entry.kind == "reply.delivery")
+    assert transcript.check(trial.build()).summary == (
+        f"last model request seq {last.seq} (turn 2) carries all 2 earlier scripted calls, each "
+        "made and answered once; 3 answered requests without a transcript problem; 2 ok "
+        f"results as the world answered; reply delivered as scripted (delivery seq "
+        f"{delivered.seq})"
+    )
+
+
+def test_pass_before_any_delivery_says_there_was_none_to_compare() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.report("running")
+    assert transcript.check(trial.build()).summary.endswith("; no reply delivered, none to compare")
