@@ -129,8 +129,10 @@ def _from_table(
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     failures: list[str] = []
     notes: list[str] = []
-    judged_hits = _judge_hits(_from_hits(history), failures)
-    judged_rows = _judge(_from_table(history, failures), "checkpoints", failures)
+    hits = _from_hits(history)
+    rows = _from_table(history, failures)
+    judged_hits = _judge_hits(hits, failures)
+    judged_rows = _judge(rows, "checkpoints", failures)
     reports = [
         (report.frontier.version, report.frontier.phase, f"report snapshot {index}")
         for index, report in enumerate(history.reports)
@@ -148,5 +150,21 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         failures=failures,
         notes=notes,
         unknowns=unknowns,
-        passed="frontier versions grow and phases follow the allowed transitions",
+        passed=_held([c.observation for c in hits], rows, len(reports)),
     )
+
+
+def _held(hits: list[Observation], rows: list[Observation], snapshots: int) -> str:
+    """The fact a PASS rests on: the versions each source went through, in allowed steps."""
+    parts = []
+    for observations, what in ((hits, "committed hits"), (rows, "checkpoint rows")):
+        if observations:
+            versions = [version for version, _, _ in observations]
+            parts.append(
+                f"{len(observations)} {what} from v{min(versions)} to v{max(versions)}, "
+                "each step an allowed transition"
+            )
+    if snapshots:
+        plural = "s" if snapshots > 1 else ""
+        parts.append(f"{snapshots} report snapshot{plural} never lower")
+    return "; ".join(parts)

@@ -150,3 +150,27 @@ def test_a_stale_commit_sent_after_newer_ones_still_fails() -> None:
     result = frontier.check(trial.build())
     assert result.verdict is V.FAIL
     assert f"to 4 (tools.pending#{stale.occurrence} by w-1 (hit seq {stale.seq}" in result.summary
+
+
+# --- a PASS states the fact it rests on ----------------------------------------------------
+
+
+def test_pass_names_the_versions_each_source_went_through() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {
+        "checkpoints": [
+            {"run_id": builders.RUN_ID, "version": version, "phase": phase}
+            for version, phase in enumerate(["model_pending", "tools_pending", "model_ready"], 1)
+        ]
+    }
+    committed = [
+        e
+        for e in trial.events
+        if getattr(e, "detail", {}).get("frontier_version") is not None
+        and not e.point.endswith(":before_commit")
+    ]
+    assert frontier.check(trial.build()).summary == (
+        f"{len(committed)} committed hits from v0 to v{trial.version}, each step an allowed "
+        "transition; 3 checkpoint rows from v1 to v3, each step an allowed transition; "
+        "1 report snapshot never lower"
+    )
