@@ -77,6 +77,8 @@ def _decide(
     crashed = reach.crashes(history)
     if failures and crashed:
         failures[0] += f"; {reach.describe_crash(crashed[0])}"
+    elif crashed:  # recovered from, yet an engine bug a stranger should see
+        passed += f"; recovered from {len(crashed)} crash(es): {reach.describe_crash(crashed[0])}"
     return verdict.decide(
         INVARIANT, failures=failures, notes=[*reach.crash_evidence(history), *notes], passed=passed
     )

@@ -109,6 +109,9 @@ def test_a_crash_the_standby_recovered_from_is_named_and_the_run_judged() -> Non
     results = judged(trial)
     assert {r.verdict for r in results.values()} == {V.PASS}, results
     assert any(line.startswith(CRASH) for line in results["run.liveness"].evidence)
+    assert f"within the 20s deadline; recovered from 1 crash(es): {CRASH}" in (
+        results["run.liveness"].summary
+    )
 
 
 def test_nothing_to_do_in_a_run_that_ended_as_expected_still_passes() -> None:
