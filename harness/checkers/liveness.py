@@ -74,11 +74,11 @@ def _decide(
 ) -> verdict.CheckResult:
     """A worker that crashed on its own is named in the first failure, and every crash's
     log tail is evidence: the verdict points at what broke the run."""
-    crashed = reach.crashes(history)
-    if failures and crashed:
-        failures[0] += f"; {reach.describe_crash(crashed[0])}"
-    elif crashed:  # recovered from, yet an engine bug a stranger should see
-        passed += f"; recovered from {len(crashed)} crash(es): {reach.describe_crash(crashed[0])}"
+    crash = reach.first_crash(history)
+    if failures and crash:
+        failures[0] += f"; {crash}"
+    elif crash:  # recovered from, yet an engine bug a stranger should see
+        passed += f"; recovered from a crash: {crash}"
     return verdict.decide(
         INVARIANT, failures=failures, notes=[*reach.crash_evidence(history), *notes], passed=passed
     )

@@ -15,6 +15,9 @@ from harness.checkers import facts, verdict
 
 CRASHED = "crashed"
 UNCERTAIN = "delivery_uncertain"
+# A worker that crashes at start-up crashes again in every replacement: the first few
+# crashes with their log tails say it all.
+CRASHES_SHOWN = 3
 
 
 def crashes(history: history_module.TrialHistory) -> list[history_module.WorkerEvent]:
@@ -38,10 +41,22 @@ def describe_crash(event: history_module.WorkerEvent) -> str:
 def crash_evidence(history: history_module.TrialHistory) -> list[str]:
     """Each crash, then the tail of its log, one evidence line per log line."""
     lines: list[str] = []
-    for event in crashes(history):
+    found = crashes(history)
+    for event in found[:CRASHES_SHOWN]:
         lines.append(describe_crash(event))
         lines.extend(f"  {event.log or event.worker_id}: {line}" for line in event.log_tail)
+    if len(found) > CRASHES_SHOWN:
+        lines.append(f"{len(found) - CRASHES_SHOWN} more worker crashes (see workers/*.log)")
     return lines
+
+
+def first_crash(history: history_module.TrialHistory) -> str | None:
+    """The first crash, and how many followed, for a one-line summary."""
+    found = crashes(history)
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more crashes)" if len(found) > 1 else ""
+    return describe_crash(found[0]) + more
 
 
 def accepted_status(
@@ -72,7 +87,8 @@ def cut_short(history: history_module.TrialHistory) -> str | None:
         why = f"the run ended {report.status}, not {history.scenario.expect.status}"
     else:
         return None
-    return "; ".join([why, *(describe_crash(event) for event in crashes(history))])
+    crash = first_crash(history)
+    return f"{why}; {crash}" if crash else why
 
 
 def nothing_to_judge(

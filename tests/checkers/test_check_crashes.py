@@ -109,7 +109,7 @@ def test_a_crash_the_standby_recovered_from_is_named_and_the_run_judged() -> Non
     results = judged(trial)
     assert {r.verdict for r in results.values()} == {V.PASS}, results
     assert any(line.startswith(CRASH) for line in results["run.liveness"].evidence)
-    assert f"within the 20s deadline; recovered from 1 crash(es): {CRASH}" in (
+    assert f"within the 20s deadline; recovered from a crash: {CRASH}" in (
         results["run.liveness"].summary
     )
 
@@ -138,3 +138,15 @@ def test_a_hung_run_proves_nothing_it_never_reached() -> None:
         assert results[invariant].summary.endswith(
             "because the run never finished (last status running)"
         )
+
+
+def test_a_worker_crashing_in_every_replacement_is_shown_a_few_times() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    for _ in range(10):
+        crash(trial)
+    trial.report("running")
+    liveness = judged(trial)["run.liveness"]
+    assert liveness.summary.endswith("'ZeroDivisionError: division by zero' (and 9 more crashes)")
+    assert sum(line.startswith(CRASH) for line in liveness.evidence) == 3
+    assert "7 more worker crashes (see workers/*.log)" in liveness.evidence
