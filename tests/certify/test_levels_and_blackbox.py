@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pathlib
+import types
+from typing import Any, cast
 
 import pytest
 
@@ -184,6 +186,14 @@ def test_a_black_box_trial_of_an_engine_with_boundaries_never_says_it_reports_no
     assert decisions.verdict is INCONCLUSIVE
     assert decisions.summary.startswith("black-box mode, the engine's own boundaries not collected")
     assert not [line for line in every_line(list(results.values())) if "reports no" in line]
+
+
+def test_an_engine_run_as_a_black_box_keeps_its_declared_boundaries() -> None:
+    engine = types.SimpleNamespace(name="e", boundaries=("run.claimed",), lease_ms=1000, preload=())
+    wrapped = blackbox.BlackBoxEngine(cast(Any, engine))
+    assert wrapped.boundaries == ()  # no control channel in this trial
+    assert blackbox.declared_boundaries(wrapped) == ("run.claimed",)
+    assert blackbox.declared_boundaries(cast(Any, engine)) == ("run.claimed",)
 
 
 def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path) -> None:
