@@ -12,8 +12,10 @@ import json
 import time
 from typing import Any
 
+import psycopg
+
 from . import world
-from .store import CONNECTION_LOST, Fenced, Lease, Store
+from .store import Fenced, Lease, Store
 
 SETTLED = {"succeeded", "failed", "outcome_unknown", "rejected", "cancelled"}
 
@@ -34,9 +36,8 @@ class Worker:
         while True:
             try:
                 lease = self.store.claim()
-            except CONNECTION_LOST:
-                self.store.reset()
-                time.sleep(0.2)
+            except psycopg.Error as error:
+                self.reconnect(error)
                 continue
             if lease is None:
                 time.sleep(0.1)
@@ -52,11 +53,17 @@ class Worker:
                 self.advance(lease)
             except Fenced:
                 return  # finished, or another worker holds the run now
-            except CONNECTION_LOST:
-                self.store.reset()
-                time.sleep(0.1)
+            except psycopg.Error as error:
+                self.reconnect(error)
             except (RetryLater, OSError):
                 time.sleep(0.2)
+
+    def reconnect(self, error: psycopg.Error) -> None:
+        """A lost connection is opened again; the next step fences first. Other errors are bugs."""
+        if not self.store.lost(error):
+            raise error
+        self.store.reset()
+        time.sleep(0.1)
 
     def advance(self, lease: Lease) -> None:
         run = self.store.fence(lease)
@@ -170,11 +177,15 @@ class Worker:
                 if applied:
                     return self.settle(lease, call, "succeeded", world.ok(result))
                 # Not applied, says the service: it runs now, with the same key.
-        if run["tool_calls_used"] >= run["tool_calls_limit"]:
+        # Every attempt that may reach the tool is one tool call of the budget; a start this
+        # process committed but never sent (its connection was lost) keeps its reservation.
+        reserve = not (call["state"] == "started" and mine in self.unsent)
+        if reserve and run["tool_calls_used"] >= run["tool_calls_limit"]:
             return self.settle(lease, call, "rejected", world.error("tool call budget exhausted"))
         with self.store.step(lease, "tool.started", tool_call_id=call["call_id"]) as step:
             step.execute("start_tool_call", key=call["key"], fingerprint=decl.get("fingerprint"))
-            step.execute("use_tool_budget")
+            if reserve:
+                step.execute("use_tool_budget")
             self.unsent.add(mine)
         self.store.fence(lease)  # a worker woken after losing its lease stops before the effect
         self.unsent.discard(mine)

@@ -115,6 +115,15 @@ class Store:
             self._db = connect()
         return self._db
 
+    def lost(self, error: psycopg.Error) -> bool:
+        """Whether an error means the connection is gone (then `reset` and try again).
+
+        The server also ends a session itself, e.g. a transaction left open past
+        idle_in_transaction_session_timeout (25P03, an InternalError): the connection is broken.
+        """
+        db = self._db
+        return isinstance(error, CONNECTION_LOST) or db is None or db.broken or db.closed
+
     def reset(self) -> None:
         """After a lost connection: drop it; the next statement opens a new one."""
         if self._db is not None:
