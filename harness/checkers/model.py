@@ -138,8 +138,9 @@ def check_once_after_decision(history: history_module.TrialHistory) -> verdict.C
         nothing = "no model request was answered"
         notes = [f"{nothing}: no decision to repeat"]
         unproven = reach.nothing_to_judge(ONCE_AFTER_DECISION, nothing, history, notes)
+        ended = f"; the run ended {facts.final_status(history)} as expected"
         return unproven or verdict.decide(
-            ONCE_AFTER_DECISION, failures=[], notes=notes, passed="no model request"
+            ONCE_AFTER_DECISION, failures=[], notes=notes, passed=nothing + ended
         )
     found = decisions(history, notes)
     every = _by_turn(facts.model_requests(history))
@@ -194,6 +195,7 @@ def _no_call_after(found: dict[int, Decision], answered: list[int]) -> str:
 
 
 def _none_answered(every: list[ledger.ModelRequest], passed: str) -> str:
+    """A count PASS with no answered request: the run stopped early, or none was served."""
     if not every:
         return passed
     return f"no model request was answered ({len(every)} refused or failed), none over the count"

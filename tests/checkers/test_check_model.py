@@ -286,3 +286,12 @@ def test_count_pass_names_calls_and_allowance_per_turn() -> None:
         "model calls per turn within 1 + the interruptions of its window: turn 0 1 of 1, "
         "turn 1 2 of 2 (1 interruption), turn 2 1 of 1"
     )
+
+
+def test_pass_without_a_model_answer_says_the_run_ended_as_expected() -> None:
+    trial = builders.Trial(builders.refund_scenario(expect="budget_exhausted"))
+    trial.claim("w-1")
+    trial.finish("budget_exhausted")
+    assert model.check_once_after_decision(trial.build()).summary == (
+        "no model request was answered; the run ended budget_exhausted as expected"
+    )
