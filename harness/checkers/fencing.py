@@ -16,13 +16,15 @@ from harness.checkers import facts, reach, verdict
 
 INVARIANT = "lease.fencing"
 CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})
+# Worker events after which the worker is dead: it exited, or crashed on its own.
+GONE = frozenset({"exited", "crashed"})
 
 
 def _dead_before(history: history_module.TrialHistory, worker: str, seq: int) -> bool:
     for event in history.events:
         if event.seq >= seq:
             continue
-        if isinstance(event, history_module.WorkerEvent) and event.event == "exited":
+        if isinstance(event, history_module.WorkerEvent) and event.event in GONE:
             if event.worker_id == worker:
                 return True
         if isinstance(event, history_module.FaultApplied) and event.action == "kill":

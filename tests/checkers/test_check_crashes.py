@@ -112,6 +112,8 @@ def test_a_crash_the_standby_recovered_from_is_named_and_the_run_judged() -> Non
     assert f"within the 20s deadline; recovered from a crash: {CRASH}" in (
         results["run.liveness"].summary
     )
+    # The crashed holder was gone when its lease passed on: nothing to fence.
+    assert results["lease.fencing"].summary.startswith("w-1 was gone when w-2 claimed at")
 
 
 def test_nothing_to_do_in_a_run_that_ended_as_expected_still_passes() -> None:
