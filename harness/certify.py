@@ -299,6 +299,14 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
             + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
             + f"\n    rerun: {trial.outcome.repro}",
         )
+        first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
+        # Evidence is plain text (it may hold brackets) and names files in the trial
+        # directory, e.g. workers/*.log of a worker that crashed.
+        console.print(
+            f"    why: {first.invariant}: {first.summary}\n    trial: {trial.outcome.directory}",
+            markup=False,
+            highlight=False,
+        )
     if cert.errors:
         errors = terminal.verdict(Verdict.ERROR, f"{len(cert.errors)} trial(s) ERROR")
         console.print(terminal.line(errors, ": the harness broke"))

@@ -7,8 +7,11 @@ import dataclasses
 import pathlib
 from typing import Any, cast
 
-from harness import history, recorder
+import rich.console
+
+from harness import certify, history, recorder
 from harness import trial as trial_module
+from tests.checkers import builders
 
 
 @dataclasses.dataclass
@@ -83,3 +86,34 @@ def test_a_worker_that_ended_cleanly_is_replaced_but_not_a_crash(tmp_path: pathl
     record = recorder.Recorder()
     trial_module._record_crashes(cast(Any, launcher), record, replace=True)
     assert record.events() == [] and launcher.started == 1
+
+
+def test_the_certificate_shows_why_a_trial_failed_and_where_its_logs_are() -> None:
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.model_turn(0)
+    seq, t = trial.tick()
+    trial.events.append(
+        history.WorkerEvent(
+            seq=seq, t=t, event="crashed", worker_id="w-1", pid=7, returncode=1,
+            log="workers/w-1.log", log_tail=["ZeroDivisionError: division by zero [x]"],
+        )
+    )  # fmt: skip
+    trial.report("running")
+    built = trial.build()
+    results, verdict = trial_module.judge(built)
+    directory = pathlib.Path("/trials/refund/baseline")
+    outcome = trial_module.TrialOutcome(
+        spec=trial_module.TrialSpec(scenario=built.scenario), history=built, results=results,
+        verdict=verdict, directory=directory, repro="crashcert run x",
+    )  # fmt: skip
+    cert = certify.Certification(
+        engine="e", engine_ref="e.yaml", modes=["boundary"],
+        trials=[certify.CertTrial("boundary", outcome)],
+    )  # fmt: skip
+    console = rich.console.Console(record=True, width=400)
+    certify.print_certification(cert, console=console)
+    text = console.export_text()
+    assert "    why: run.liveness: hung: not terminal at the end" in text
+    assert "see workers/w-1.log, last line 'ZeroDivisionError: division by zero [x]'" in text
+    assert f"    trial: {directory}" in text
