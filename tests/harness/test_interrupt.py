@@ -50,6 +50,13 @@ def private_tmp() -> Iterator[pathlib.Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _default_signals() -> None:
+    """A suite started in the background (CI runners, nohup) may ignore SIGINT, and an
+    ignored signal stays ignored across exec: the child would never see the Ctrl-C."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _start(
     tmp_path: pathlib.Path, private_tmp: pathlib.Path
 ) -> subprocess.Popen[str]:
@@ -58,6 +65,7 @@ def _start(
         [CRASHCERT, "run", "--scenario", str(scenario_file), "--out", "out"],
         cwd=tmp_path, env={**os.environ, "TMPDIR": str(private_tmp)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + STARTED_TIMEOUT_S
     # The lookup has been asked once its worker is running: wait for the worker's log.
