@@ -88,7 +88,8 @@ class Worker:
             seq = step.execute("reserve_model_call", turn=run["turn"])[0]["seq"]
             step.checkpoint("model_pending", iterations=1)
         self.store.fence(lease)  # a worker woken after losing its lease stops here
-        status, answer = world.chat(run["transcript"], list(self.declarations.values()))
+        with self.store.kept(lease):
+            status, answer = world.chat(run["transcript"], list(self.declarations.values()))
         message, usage = parse_answer(answer) if status == 200 else (None, None)
         if message is None or usage is None:
             with self.store.step(lease, None) as step:
@@ -189,7 +190,8 @@ class Worker:
             self.unsent.add(mine)
         self.store.fence(lease)  # a worker woken after losing its lease stops before the effect
         self.unsent.discard(mine)
-        status, body = world.call_tool(call["name"], call["arguments"], call["key"])
+        with self.store.kept(lease):
+            status, body = world.call_tool(call["name"], call["arguments"], call["key"])
         world.report("tool.returned", lease.run_id, {"tool_call_id": call["call_id"]})
         self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
 
@@ -232,7 +234,9 @@ class Worker:
             self.unsent.add(mine)
         self.store.fence(lease)
         self.unsent.discard(mine)
-        if world.post_reply(lease.run_id, run["reply"], key) != 200:
+        with self.store.kept(lease):
+            status = world.post_reply(lease.run_id, run["reply"], key)
+        if status != 200:
             raise RetryLater("the sink did not acknowledge")  # asked by key next time
         world.report("reply.sent", lease.run_id)
         self.finish(lease, "succeeded", None, "delivered")

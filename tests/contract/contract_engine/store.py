@@ -11,6 +11,7 @@ import dataclasses
 import os
 import pathlib
 import re
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,6 +152,35 @@ class Store:
         if row is None:
             raise Fenced(lease.run_id)
         return row
+
+    @contextmanager
+    def kept(self, lease: Lease) -> Iterator[None]:
+        """Keeps renewing the lease from a side thread while the worker waits on the world.
+
+        Only between transactions (never while a step is open), on its own connection, opened
+        only when a wait outlasts a third of the lease. Once fenced it stops renewing.
+        """
+        stop = threading.Event()
+
+        def renew() -> None:
+            db: psycopg.Connection | None = None
+            try:
+                while not stop.wait(lease_ms() / 3000):
+                    db = db or connect()
+                    self.fence(lease, db)
+            except (psycopg.Error, Fenced):
+                return
+            finally:
+                if db is not None:
+                    db.close()
+
+        thread = threading.Thread(target=renew, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def tool_calls(self, run_id: str, turn: int) -> list[dict[str, Any]]:
         return self.db.execute(

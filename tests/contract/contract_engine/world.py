@@ -10,7 +10,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-HTTP_TIMEOUT_S = 30
+HTTP_TIMEOUT_S = 10
 UNKNOWN_NOTE = "The action may have happened; check before retrying."
 _control: socket.socket | None = None
 _buffer = b""
