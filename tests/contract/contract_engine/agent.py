@@ -198,7 +198,7 @@ class Worker:
     def outcome(self, lease: Lease, decl: dict, call: dict, status: int, body: Any) -> tuple:
         if status == 200 and isinstance(body, dict):
             return "succeeded", world.ok(body.get("result"))
-        message = str((body or {}).get("error", f"status {status}"))[:500]
+        message = str((body if isinstance(body, dict) else {}).get("error", f"status {status}"))
         if status != 500 and status != 0:  # answered: not applied (503) or refused (4xx)
             return "failed", world.error(message)
         if decl.get("queryable"):  # the effect may have happened: ask by key
