@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from harness import boundaries, interrupt, plan
+from harness import interrupt, plan
 from harness import lab as lab_module
 from harness import scenario as scenario_module
 from harness import trial as trial_module
@@ -66,9 +66,9 @@ def run_matrix(
         counter.done(baseline)
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
-        for steps in plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill):
-            if points and boundaries.base_name(steps[0].point) not in points:
-                continue
+        for steps in plan.at_points(
+            plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill), points
+        ):
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
 
     def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:

@@ -183,6 +183,16 @@ def parse_points(text: str | None, *, known: Sequence[str] = boundaries.BOUNDARI
     return chosen
 
 
+def at_points(
+    plans: list[list[history.FaultStep]], points: Sequence[str] | None
+) -> list[list[history.FaultStep]]:
+    """The plans whose first fault strikes at one of `points` (all when none are given).
+    A point names its `:before_commit` twin too: `--points tools.pending` faults both."""
+    if not points:
+        return plans
+    return [steps for steps in plans if boundaries.base_name(steps[0].point) in points]
+
+
 def baseline_trace(trial: history.TrialHistory) -> list[tuple[str, int]]:
     """The (point, occurrence) hits of the trial's own run, in order."""
     return [
