@@ -87,7 +87,7 @@ class Worker:
             step.execute("interrupt_model_calls")  # a call whose answer was lost: not billed
             seq = step.execute("reserve_model_call", turn=run["turn"])[0]["seq"]
             step.checkpoint("model_pending", iterations=1)
-        self.store.fence(lease)  # a worker woken after losing its lease stops here
+        self.store.hold(lease)  # a worker woken after losing its lease stops here
         with self.store.kept(lease):
             status, answer = world.chat(run["transcript"], list(self.declarations.values()))
         message, usage = parse_answer(answer) if status == 200 else (None, None)
@@ -171,7 +171,7 @@ class Worker:
             if not replay:
                 if not decl.get("queryable"):
                     return self.settle(lease, call, "outcome_unknown", world.unknown())
-                self.store.fence(lease)
+                self.store.hold(lease)
                 applied, result = world.tool_effect(call["name"], call["key"])
                 if applied is None:
                     return self.settle(lease, call, "outcome_unknown", world.unknown())
@@ -183,16 +183,16 @@ class Worker:
         reserve = not (call["state"] == "started" and mine in self.unsent)
         if reserve and run["tool_calls_used"] >= run["tool_calls_limit"]:
             return self.settle(lease, call, "rejected", world.error("tool call budget exhausted"))
-        with self.store.step(lease, "tool.started", tool_call_id=call["call_id"]) as step:
+        with self.store.step(lease, "tool.started", **tool_detail(call)) as step:
             step.execute("start_tool_call", key=call["key"], fingerprint=decl.get("fingerprint"))
             if reserve:
                 step.execute("use_tool_budget")
             self.unsent.add(mine)
-        self.store.fence(lease)  # a worker woken after losing its lease stops before the effect
+        self.store.hold(lease)  # a worker woken after losing its lease stops before the effect
         self.unsent.discard(mine)
         with self.store.kept(lease):
             status, body = world.call_tool(call["name"], call["arguments"], call["key"])
-        world.report("tool.returned", lease.run_id, {"tool_call_id": call["call_id"]})
+        world.report("tool.returned", lease.run_id, tool_detail(call))
         self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
 
     def outcome(self, lease: Lease, decl: dict, call: dict, status: int, body: Any) -> tuple:
@@ -202,7 +202,7 @@ class Worker:
         if status != 500 and status != 0:  # answered: not applied (503) or refused (4xx)
             return "failed", world.error(message)
         if decl.get("queryable"):  # the effect may have happened: ask by key
-            self.store.fence(lease)
+            self.store.hold(lease)
             applied, result = world.tool_effect(call["name"], call["key"])
             if applied is not None:
                 return (
@@ -213,7 +213,7 @@ class Worker:
         return "outcome_unknown", world.unknown()
 
     def settle(self, lease: Lease, call: dict, state: str, outcome: dict) -> None:
-        with self.store.step(lease, "tool.settled", tool_call_id=call["call_id"]) as step:
+        with self.store.step(lease, "tool.settled", **tool_detail(call)) as step:
             step.execute("settle_tool_call", key=call["key"], state=state, outcome=outcome)
 
     # -- the reply ---------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class Worker:
         mine = (lease.run_id, key, lease.epoch)
         if run["delivery_state"] == "sending" and mine not in self.unsent:
             # A delivery attempt was interrupted: ask the sink, never resend blindly.
-            self.store.fence(lease)
+            self.store.hold(lease)
             delivered = world.reply_delivered(key)
             if delivered:
                 return self.finish(lease, "succeeded", None, "delivered")
@@ -232,7 +232,7 @@ class Worker:
         with self.store.step(lease, "reply.sending") as step:
             step.execute("set_delivery", delivery_state="sending")
             self.unsent.add(mine)
-        self.store.fence(lease)
+        self.store.hold(lease)
         self.unsent.discard(mine)
         with self.store.kept(lease):
             status = world.post_reply(lease.run_id, run["reply"], key)
@@ -246,6 +246,11 @@ class Worker:
     ) -> None:
         with self.store.step(lease, "run.finished") as step:
             step.execute("finish", status=status, reason=reason, delivery_state=delivery_state)
+
+
+def tool_detail(call: dict[str, Any]) -> dict[str, str]:
+    """What a tool boundary names: the model's call id and the idempotency key sent for it."""
+    return {"tool_call_id": call["call_id"], "key": call["key"]}
 
 
 def parse_answer(answer: Any) -> tuple[dict | None, dict | None]:

@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,6 +153,19 @@ class Store:
         if row is None:
             raise Fenced(lease.run_id)
         return row
+
+    def hold(self, lease: Lease) -> None:
+        """Right before an effect in the world: a renewal answered within half a lease.
+
+        A renewal whose answer came back late (a slow link) proves nothing about now: the
+        lease may have lapsed and the run been adopted meanwhile. Renew again until one is
+        answered in time (the epoch is unchanged, so nobody claimed the run) or Fenced.
+        """
+        while True:
+            sent = time.monotonic()
+            self.fence(lease)
+            if time.monotonic() - sent < lease_ms() / 2000:
+                return
 
     @contextmanager
     def kept(self, lease: Lease) -> Iterator[None]:
