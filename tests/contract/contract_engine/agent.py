@@ -173,11 +173,12 @@ class Worker:
                     return self.settle(lease, call, "outcome_unknown", world.unknown())
                 self.store.hold(lease)
                 applied, result = world.tool_effect(call["name"], call["key"])
-                if applied is None:
-                    return self.settle(lease, call, "outcome_unknown", world.unknown())
                 if applied:
                     return self.settle(lease, call, "succeeded", world.ok(result))
-                # Not applied, says the service: it runs now, with the same key.
+                # "Not applied" may be overtaken by a request of a worker that still lives (a
+                # pause, a slow link): only a service that honours the key gets the call again.
+                if applied is None or not decl.get("honours_idempotency_key"):
+                    return self.settle(lease, call, "outcome_unknown", world.unknown())
         # Every attempt that may reach the tool is one tool call of the budget; a start this
         # process committed but never sent (its connection was lost) keeps its reservation.
         reserve = not (call["state"] == "started" and mine in self.unsent)
