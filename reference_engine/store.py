@@ -246,21 +246,14 @@ class Store:
     def migrate(self) -> list[str]:
         applied: list[str] = []
         with self._tx() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS engine_migrations ("
-                " number integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {row["number"] for row in conn.execute("SELECT number FROM engine_migrations")}
+            self._all(conn, "lock_migrations", lock=_MIGRATION_LOCK)
+            self._all(conn, "create_migrations_table")
+            done = {row["number"] for row in self._all(conn, "applied_migrations")}
             for migration in sqlfile.migrations():
                 if migration.number in done:
                     continue
                 conn.execute(migration.sql.encode())
-                conn.execute(
-                    "INSERT INTO engine_migrations (number, name) VALUES (%s, %s)",
-                    (migration.number, migration.name),
-                )
+                self._all(conn, "record_migration", number=migration.number, name=migration.name)
                 applied.append(f"{migration.number:03d}_{migration.name}")
         return applied
 
@@ -1057,7 +1050,7 @@ class Store:
             "events",
         )
         with self._tx() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._all(conn, "read_only_snapshot")
             out = {
                 table: [_jsonable(row) for row in self._all(conn, f"export_{table}", run_id=run_id)]
                 for table in tables

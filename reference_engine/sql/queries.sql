@@ -273,6 +273,25 @@ WITH doomed AS (
 DELETE FROM checkpoints c USING doomed
 WHERE c.run_id = doomed.run_id AND c.version = doomed.version;
 
+-- name: lock_migrations
+-- Serialises concurrent `migrate` commands until the transaction ends.
+SELECT pg_advisory_xact_lock(%(lock)s);
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS engine_migrations (
+    number integer PRIMARY KEY, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+
+-- name: applied_migrations
+SELECT number FROM engine_migrations;
+
+-- name: record_migration
+INSERT INTO engine_migrations (number, name) VALUES (%(number)s, %(name)s);
+
+-- name: read_only_snapshot
+-- Export reads every table from one snapshot.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY;
+
 -- name: find_tool_call
 SELECT run_id FROM tool_calls WHERE id = %(command_id)s;
 
