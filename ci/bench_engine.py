@@ -28,9 +28,9 @@ import psycopg
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import postgres  # noqa: E402
-from harness import scenario as scenario_module  # noqa: E402
-from harness.postgres import admin  # noqa: E402
+from harness.lab import postgres  # noqa: E402
+from harness.scenario import schema as scenario_module  # noqa: E402
+from harness.lab.postgres import admin  # noqa: E402
 from harness.world import world as world_module  # noqa: E402
 from reference_engine import inputs  # noqa: E402
 from reference_engine import store as store_module  # noqa: E402

@@ -12,9 +12,10 @@ import statistics
 import tempfile
 import time
 
-from harness import lab as lab_module
-from harness import matrix, scenario
-from harness.engines import commands
+from harness.campaigns import matrix
+from harness.contract.engines import commands
+from harness.lab import shared as lab_module
+from harness.scenario import schema as scenario
 
 
 def _phases(outcome: object) -> dict[str, float]:

@@ -16,7 +16,7 @@ import typing
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from harness.postgres import admin, embedded, templates
+from harness.lab.postgres import admin, embedded, templates
 
 SCHEMA_TABLES = 20  # a migrated template about the size of an engine's schema
 

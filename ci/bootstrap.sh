@@ -60,7 +60,7 @@ if [[ ${CI:-} == "true" ]]; then
     export CRASHCERT_REQUIRE_CHROMIUM=1
 fi
 
-if toxiproxy=$("$venv/bin/python" -m harness.toxiproxy_server build); then
+if toxiproxy=$("$venv/bin/python" -m harness.lab.toxiproxy_server build); then
     echo "bootstrap: toxiproxy server: $toxiproxy" >&2
 elif [[ ${CRASHCERT_REQUIRE_TOXIPROXY:-} == "1" ]]; then
     echo "bootstrap: Toxiproxy is required (CRASHCERT_REQUIRE_TOXIPROXY=1) and could not be built" >&2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import cli
+from harness.cli import main as cli
 
 if __name__ == "__main__":
     cli.entry()

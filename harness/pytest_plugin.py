@@ -45,8 +45,8 @@ class CaseId:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "crashcert_case" not in metafunc.fixturenames:
         return
-    from harness import boundaries
-    from harness import scenario as scenario_module
+    from harness.contract import boundaries
+    from harness.scenario import schema as scenario_module
 
     marker = metafunc.definition.get_closest_marker(MARKER)
     kwargs = marker.kwargs if marker else {}
@@ -69,8 +69,8 @@ class _Session:
     def lab(self, engine_ref: str) -> Any:
         import contextlib
 
-        from harness import lab as lab_module
-        from harness.engines import commands
+        from harness.contract.engines import commands
+        from harness.lab import shared as lab_module
 
         if self._stack is None:
             self._stack = contextlib.ExitStack()
@@ -110,10 +110,10 @@ class Case:
     session: _Session
 
     def check(self) -> list[Any]:
-        from harness import plan
-        from harness import scenario as scenario_module
-        from harness import trial as trial_module
         from harness.checkers import verdict as verdict_module
+        from harness.faults import plan
+        from harness.scenario import schema as scenario_module
+        from harness.trial import runner as trial_module
 
         lab = self.session.lab(self.case_id.engine)
         key = (self.case_id.engine, self.case_id.scenario)

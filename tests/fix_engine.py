@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from harness import postgres
-from harness import scenario as scenario_module
-from harness.postgres import templates
+from harness.lab import postgres
+from harness.lab.postgres import templates
+from harness.scenario import schema as scenario_module
 from harness.world import world as world_module
-from reference_engine import sqlfile
-from reference_engine import store as store_module
+from reference_engine import connection, migrations, sqlfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STOP_TIMEOUT_S = 10
@@ -38,11 +37,11 @@ def template_name() -> str:
 @pytest.fixture(scope="session")
 def engine_template(pg_server: postgres.Server) -> str:
     def migrate(dsn: str) -> None:
-        store = store_module.Store(dsn)
+        db = connection.Connector(dsn)
         try:
-            store.migrate()
+            migrations.migrate(db)
         finally:
-            store.close()
+            db.close()
 
     name = template_name()
     templates.ensure_template(pg_server, name, migrate)
@@ -68,7 +67,7 @@ class Engine:
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.workers: list[subprocess.Popen[bytes]] = []
-        self._stores: list[store_module.Store] = []
+        self._connectors: list[connection.Connector] = []
 
     def env(self, world: world_module.World | None = None, **extra: str) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHCERT_")}
@@ -128,10 +127,11 @@ class Engine:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=STOP_TIMEOUT_S)
 
-    def store(self) -> store_module.Store:
-        store = store_module.Store(self.dsn)
-        self._stores.append(store)
-        return store
+    def connector(self) -> connection.Connector:
+        """The engine's own database layer, for driving it from a test; closed with us."""
+        db = connection.Connector(self.dsn)
+        self._connectors.append(db)
+        return db
 
     def close(self) -> None:
         for process in self.workers:
@@ -143,8 +143,8 @@ class Engine:
                 process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.kill(process)
-        for store in self._stores:
-            store.close()
+        for db in self._connectors:
+            db.close()
 
 
 class _suppress_lookup:

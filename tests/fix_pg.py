@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from harness import postgres
-from harness.postgres import external, templates
+from harness.lab import postgres
+from harness.lab.postgres import external, templates
 
 EMPTY_TEMPLATE = "crashcert_empty_template"
 

@@ -19,7 +19,8 @@ import uuid
 
 import pytest
 
-from harness import errors, postgres, proxy, toxiproxy_server
+from harness import errors
+from harness.lab import postgres, proxy, toxiproxy_server
 
 SKIP_ENV = "CRASHCERT_SKIP_TOXIPROXY"
 REQUIRE_ENV = "CRASHCERT_REQUIRE_TOXIPROXY"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import world as world_module
 

@@ -11,7 +11,6 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from harness import errors
-from harness import history as history_module
 from harness.checkers import (
     budget,
     fencing,
@@ -24,6 +23,7 @@ from harness.checkers import (
     unknown_outcome,
     verdict,
 )
+from harness.trial import history as history_module
 
 Checker = Callable[[history_module.TrialHistory], verdict.CheckResult]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from harness import history as history_module
-from harness import run_report
-from harness import scenario as scenario_module
 from harness.checkers import facts, reach, verdict
+from harness.contract import run_report
+from harness.scenario import schema as scenario_module
+from harness.trial import history as history_module
 from harness.world import ledger
 
 INVARIANT = "budget.not_restored"

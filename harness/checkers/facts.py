@@ -12,9 +12,10 @@ import json
 import math
 from typing import Any
 
-from harness import boundaries, plan
-from harness import history as history_module
-from harness import scenario as scenario_module
+from harness.contract import boundaries
+from harness.faults import plan
+from harness.scenario import schema as scenario_module
+from harness.trial import history as history_module
 from harness.world import ledger, transcript
 
 # Faults that interrupt a worker; the others mark the end of one.
@@ -37,7 +38,7 @@ AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"
 # Where the model's decision for a turn becomes durable.
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
-# A black box's world hit read as a boundary (harness/blackbox.py) keeps the name of the
+# A black box's world hit read as a boundary (harness/faults/blackbox.py) keeps the name of the
 # world point that struck here, e.g. `world:tool.effect#2`: evidence names that, never the
 # synthetic occurrence of the boundary it stands for.
 WORLD_POINT_DETAIL = "world_point"
@@ -316,7 +317,7 @@ def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
     """commit_lost/commit_dropped faults whose held transaction really committed.
 
     The engine never heard the answer, so its boundary after COMMIT is missing; the heal
-    record says what Postgres did with the transaction (harness/nemesis.py).
+    record says what Postgres did with the transaction (harness/faults/nemesis.py).
     """
     heals = {
         fault.step: fault

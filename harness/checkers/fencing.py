@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.trial import history as history_module
 
 INVARIANT = "lease.fencing"
 CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})

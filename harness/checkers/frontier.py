@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from harness import history as history_module
 from harness.checkers import facts, verdict
+from harness.trial import history as history_module
 
 INVARIANT = "frontier.monotonic"
 

@@ -4,8 +4,8 @@ within the scenario's deadline.
 
 from __future__ import annotations
 
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.trial import history as history_module
 
 INVARIANT = "run.liveness"
 

@@ -11,9 +11,9 @@ import collections
 import dataclasses
 import math
 
-from harness import boundaries
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.contract import boundaries
+from harness.trial import history as history_module
 from harness.world import ledger
 
 ONCE_AFTER_DECISION = "model.once_after_decision"

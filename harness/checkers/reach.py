@@ -9,9 +9,9 @@ INCONCLUSIVE with the reason, and a worker that crashed on its own is named with
 
 from __future__ import annotations
 
-from harness import boundaries, run_report
-from harness import history as history_module
 from harness.checkers import facts, verdict
+from harness.contract import boundaries, run_report
+from harness.trial import history as history_module
 
 CRASHED = "crashed"
 UNCERTAIN = "delivery_uncertain"

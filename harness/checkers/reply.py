@@ -9,9 +9,9 @@ recovering worker cannot know, so a POST of its own is a blind resend whatever t
 
 from __future__ import annotations
 
-from harness import boundaries
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.contract import boundaries
+from harness.trial import history as history_module
 from harness.world import ledger
 
 INVARIANT = "reply.single_delivery"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import collections
 
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.trial import history as history_module
 from harness.world import ledger
 
 INVARIANT = "transcript.intact"

@@ -15,9 +15,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from harness import boundaries
-from harness import history as history_module
 from harness.checkers import facts, reach, verdict
+from harness.contract import boundaries
+from harness.trial import history as history_module
 from harness.world import ledger
 
 INVARIANT = "tool.unknown_outcome"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness import errors
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger, transcript
 

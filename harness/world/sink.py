@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger
 

@@ -16,7 +16,7 @@ import json
 import threading
 from typing import Any
 
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 
 TOOL_STATUSES = ("ok", "error", "outcome_unknown")
 

@@ -10,7 +10,7 @@ import concurrent.futures
 
 import pydantic
 
-from harness import scenario as scenario_module
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import ledger, model, sink, tools
 

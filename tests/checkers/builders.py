@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness import history as history_module
-from harness import run_report
-from harness import scenario as scenario_module
+from harness.contract import run_report
+from harness.scenario import schema as scenario_module
+from harness.trial import history as history_module
 from harness.world import ledger, model
 
 RUN_KEY = "rk-7"

@@ -4,8 +4,8 @@ on nothing when the run never got that far (harness/checkers/reach.py)."""
 from __future__ import annotations
 
 from harness import checkers
-from harness import history as history_module
 from harness.checkers import verdict
+from harness.trial import history as history_module
 from tests.checkers import builders
 
 V = verdict.Verdict

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness import history as history_module
 from harness.checkers import reply, verdict
+from harness.trial import history as history_module
 from tests.checkers import builders
 
 V = verdict.Verdict

@@ -3,8 +3,9 @@ pinned by a literal history so the checkers and the contract cannot drift apart.
 
 from __future__ import annotations
 
-from harness import history, plan
 from harness.checkers import frontier, unknown_outcome, verdict
+from harness.faults import plan
+from harness.trial import history
 from tests.checkers import builders
 
 V = verdict.Verdict

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness import certify, levels
-from harness import lab as lab_module
-from harness import scenario as scenario_module
-from harness.engines import commands
+from harness.campaigns import certify
+from harness.checkers import levels
+from harness.contract.engines import commands
+from harness.lab import shared as lab_module
+from harness.scenario import schema as scenario_module
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 

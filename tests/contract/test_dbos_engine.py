@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("dbos", reason="DBOS Transact not installed (pip install 'crashcert[dbos]')")
 
-from harness import certify
-from harness import lab as lab_module
-from harness import scenario as scenario_module
-from harness.engines import commands
+from harness.campaigns import certify
+from harness.contract.engines import commands
+from harness.lab import shared as lab_module
+from harness.scenario import schema as scenario_module
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 

@@ -105,7 +105,7 @@ def test_redaction_replaces_prompts_and_outputs_by_hash_and_length() -> None:
 
 
 def test_report_matches_the_harness_schema() -> None:
-    from harness import run_report
+    from harness.contract import run_report
 
     run = S.RunState(
         run_id="r",

@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness import run_report
-from harness import scenario as scenario_module
+from harness.contract import run_report
+from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import world as world_module
 from reference_engine import inputs

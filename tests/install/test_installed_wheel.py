@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from harness import toxiproxy_server
+from harness.lab import toxiproxy_server
 
 pytestmark = [pytest.mark.install, pytest.mark.postgres, pytest.mark.matrix]
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -34,8 +34,8 @@ PACKAGE_DATA = (
     "harness/scenarios/refund.yaml",
     "harness/CONTRACT.md",
     "harness/INCIDENTS.md",
-    "harness/templates/timeline.js",
-    "harness/postgres/watchdog.py",
+    "harness/report/templates/timeline.js",
+    "harness/lab/postgres/watchdog.py",
     "reference_engine/engine.yaml",
     "reference_engine/sql/queries.sql",
     "reference_engine/sql/migrations/001_init.sql",

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness import lab as lab_module
-from harness import plan as plan_module
-from harness import scenario as scenario_module
-from harness import trial as trial_module
+from harness.lab import shared as lab_module
+from harness.faults import plan as plan_module
+from harness.scenario import schema as scenario_module
+from harness.trial import runner as trial_module
 from harness.checkers import verdict as verdict_module
-from harness.engines import commands
+from harness.contract.engines import commands
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 

@@ -1,0 +1,1 @@
+"""Campaigns over the one trial runner: matrix, certify, explore, soak, incident."""

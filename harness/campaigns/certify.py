@@ -1,0 +1,439 @@
+"""Certification: the crash matrix in boundary and/or black-box mode, judged as a level.
+
+`certify` runs the matrix through the same public path as `crashcert matrix` (an engine
+description file, its baselines, one fault per trial) and adds, in black-box mode, kills
+triggered by the world and seeded time kills. The result says per invariant and per fault
+class what held, which level (harness/checkers/levels.py) the engine earns, and how to rerun each
+failing trial. Rendered as a terminal table, JSON and Markdown (with a badge line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+from typing import Any, Literal
+
+import rich.console
+import rich.table
+
+from harness import checkers, errors
+from harness.campaigns import interrupt
+from harness.campaigns import matrix as matrix_module
+from harness.checkers import levels
+from harness.checkers import verdict as verdict_module
+from harness.contract import boundaries
+from harness.faults import blackbox
+from harness.lab import shared as lab_module
+from harness.report import summary as report
+from harness.report import terminal
+from harness.scenario import schema as scenario_module
+from harness.trial import runner as trial_module
+
+Mode = Literal["boundary", "blackbox"]
+MODES: tuple[str, ...] = ("auto", "boundary", "blackbox", "both")
+DEFAULT_TIME_KILLS = 2
+# Matches no point: a mode whose points were all filtered out runs its baselines only.
+_NO_POINT = "-"
+TIME = "time"
+PLAN_APPLIED = "plan.applied"
+Verdict = verdict_module.Verdict
+
+
+@dataclasses.dataclass(frozen=True)
+class CertTrial:
+    mode: Mode
+    outcome: trial_module.TrialOutcome
+
+    @property
+    def fault_class(self) -> str:
+        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time of its first fault."""
+        plan = self.outcome.spec.plan
+        if not plan:
+            return "baseline"
+        point = plan[0].point
+        if boundaries.is_world_point(point):
+            where = "world"
+        elif boundaries.time_point_seconds(point) is not None:
+            where = TIME
+        else:
+            where = "boundary"
+        return f"{plan[0].action}@{where}"
+
+    def result(self, invariant: str) -> verdict_module.CheckResult | None:
+        return next((r for r in self.outcome.results if r.invariant == invariant), None)
+
+    @property
+    def struck(self) -> bool:
+        """Every planned fault struck (plan.applied PASSed); a baseline has none to strike."""
+        applied = self.result(PLAN_APPLIED)
+        return applied is None or applied.verdict is Verdict.PASS
+
+    def verdict(self, invariant: str) -> Verdict:
+        """The invariant's verdict as the certificate counts it. A PASS in a trial whose
+        fault never struck shows nothing (INCONCLUSIVE): the run was never put to the test.
+        A FAIL stays a FAIL; a missing result is an ERROR."""
+        result = self.result(invariant)
+        if result is None:
+            return Verdict.ERROR
+        if result.verdict is Verdict.PASS and not self.struck:
+            return Verdict.INCONCLUSIVE
+        return result.verdict
+
+
+@dataclasses.dataclass
+class Certification:
+    engine: str
+    engine_ref: str
+    modes: list[Mode]
+    trials: list[CertTrial] = dataclasses.field(default_factory=list)
+    unreached: list[str] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def invariants(self) -> tuple[str, ...]:
+        return checkers.INVARIANTS
+
+    def verdict_of(self, invariant: str, trials: list[CertTrial] | None = None) -> Verdict:
+        """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
+        chosen = self.trials if trials is None else trials
+        return matrix_module.worst([trial.verdict(invariant) for trial in chosen])
+
+    @property
+    def held(self) -> set[str]:
+        """Invariants that PASSed in every trial."""
+        return {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
+
+    @property
+    def level(self) -> levels.Level:
+        return levels.grant(self.held)
+
+    @property
+    def fault_classes(self) -> list[str]:
+        seen: list[str] = []
+        for trial in self.trials:
+            name = f"{trial.mode}:{trial.fault_class}"
+            if name not in seen:
+                seen.append(name)
+        return seen
+
+    def in_class(self, name: str) -> list[CertTrial]:
+        return [t for t in self.trials if f"{t.mode}:{t.fault_class}" == name]
+
+    def failing(self) -> list[CertTrial]:
+        """Trials where some invariant FAILed or ERRORed (INCONCLUSIVE shows in the table)."""
+        bad = (Verdict.FAIL, Verdict.ERROR)
+        return [
+            t
+            for t in self.trials
+            if any(r.verdict in bad and r.invariant in self.invariants for r in t.outcome.results)
+        ]
+
+    @property
+    def errors(self) -> list[CertTrial]:
+        return [t for t in self.trials if t.outcome.verdict is Verdict.ERROR]
+
+    @property
+    def not_applied(self) -> list[CertTrial]:
+        return [t for t in self.trials if not t.struck]
+
+
+def resolve_modes(mode: str, engine_boundaries: tuple[str, ...]) -> list[Mode]:
+    if mode not in MODES:
+        raise errors.CrashcertError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    if mode == "auto":
+        return ["boundary"] if engine_boundaries else ["blackbox"]
+    if mode == "both":
+        return ["boundary", "blackbox"] if engine_boundaries else ["blackbox"]
+    if mode == "boundary" and not engine_boundaries:
+        raise errors.CrashcertError(
+            "boundary mode needs an engine that reports boundaries (its description says "
+            "boundaries: []); use --mode blackbox"
+        )
+    return [mode]  # type: ignore[list-item]
+
+
+def certify(
+    lab: lab_module.Lab,
+    scenarios: list[tuple[str, scenario_module.Scenario]],
+    *,
+    out_dir: pathlib.Path,
+    engine_ref: str,
+    mode: str = "auto",
+    faults: list[str] | None = None,
+    points: list[str] | None = None,
+    time_kills: int = DEFAULT_TIME_KILLS,
+    seed: int = 0,
+    jobs: int = 2,
+    progress: matrix_module.Progress | None = None,
+) -> Certification:
+    """Run the matrix in each mode; `points` mixes boundary names, world points and `time`."""
+    started = time.monotonic()
+    faults = faults or ["kill"]
+    modes = resolve_modes(mode, lab.engine.boundaries)
+    result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
+    for chosen in modes:
+        mode_lab = lab if chosen == "boundary" else _black_box_lab(lab)
+        wanted = _points_for(chosen, points)
+        matrix = matrix_module.run_matrix(
+            mode_lab,
+            scenarios,
+            out_dir=out_dir / chosen,
+            engine_ref=engine_ref,
+            faults=faults,
+            seed=seed,
+            jobs=jobs,
+            points=wanted,
+            progress=progress,
+        )
+        result.trials.extend(CertTrial(chosen, outcome) for outcome in matrix.outcomes)
+        result.unreached.extend(f"{chosen}:{point}" for point in matrix.unreached)
+        timed = "kill" in faults and (points is None or TIME in points)
+        if chosen == "blackbox" and timed and time_kills > 0:
+            baselines = [o for o in matrix.outcomes if not o.spec.plan]
+            outcomes = _time_trials(
+                mode_lab, baselines, count=time_kills, seed=seed, jobs=jobs,
+                out_dir=out_dir / chosen, progress=progress,
+            )  # fmt: skip
+            result.trials.extend(CertTrial(chosen, outcome) for outcome in outcomes)
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def _black_box_lab(lab: lab_module.Lab) -> lab_module.Lab:
+    if not lab.engine.boundaries:
+        return lab
+    return lab_module.Lab(
+        pg=lab.pg,
+        engine=blackbox.BlackBoxEngine(lab.engine),
+        template=lab.template,
+        toxiproxy=lab.toxiproxy,
+        toxiproxy_note=lab.toxiproxy_note,
+        forkserver=lab.forkserver,
+    )
+
+
+def _points_for(mode: Mode, points: list[str] | None) -> list[str] | None:
+    if points is None:
+        return None
+    if mode == "boundary":
+        chosen = [p for p in points if p in boundaries.BOUNDARIES]
+    else:
+        chosen = [p for p in points if boundaries.is_world_point(p)]
+    return chosen or [_NO_POINT]
+
+
+def _time_trials(
+    lab: lab_module.Lab,
+    baselines: list[trial_module.TrialOutcome],
+    *,
+    count: int,
+    seed: int,
+    jobs: int,
+    out_dir: pathlib.Path,
+    progress: matrix_module.Progress | None,
+) -> list[trial_module.TrialOutcome]:
+    specs = []
+    for baseline in baselines:
+        for plan in blackbox.time_plans(baseline.history, count=count, seed=seed):
+            label = "+".join(step.label() for step in plan)
+            specs.append(baseline.spec.model_copy(update={"plan": plan, "label": label}))
+    done: list[trial_module.TrialOutcome] = []
+
+    def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
+        outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+        if progress:
+            progress(outcome, len(done) + 1, None)
+        done.append(outcome)
+        return outcome
+
+    return interrupt.run_pool(run, specs, jobs=jobs)
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verdict]:
+    return [trial.verdict(invariant) for trial in cert.in_class(name)]
+
+
+def _first_problem(cert: Certification, invariant: str) -> str:
+    for wanted in (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE):
+        for trial in cert.trials:
+            result = trial.result(invariant)
+            if result is not None and result.verdict is wanted:
+                return f"{trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: " + (
+                    result.summary
+                )
+    return ""
+
+
+def print_certification(cert: Certification, *, console: rich.console.Console) -> None:
+    table = rich.table.Table(
+        title=f"{cert.engine}: invariant x fault class (trials per verdict: P pass, F fail, "
+        "I inconclusive, E error)"
+    )
+    table.add_column("invariant")
+    table.add_column("overall")
+    classes = cert.fault_classes
+    for name in classes:
+        table.add_column(name, justify="center")
+    for invariant in cert.invariants:
+        overall = cert.verdict_of(invariant)
+        cells = [terminal.counts(_class_verdicts(cert, invariant, name)) for name in classes]
+        table.add_row(invariant, terminal.line(terminal.verdict(overall)), *cells)
+    console.print(table)
+    held = cert.held
+    for item in levels.LEVELS[:-1]:
+        missing = [i for i in item.requires if i not in held]
+        mark = ("holds", "green") if not missing else ("not held", "red")
+        rest = f": {', '.join(missing)}" if missing else ""
+        console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))
+    level = cert.level
+    console.print(
+        terminal.line(
+            (f"level {level.value}", "bold"),
+            f": {levels.spec(level).meaning} "
+            f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s)",
+        )
+    )
+    for trial in cert.failing():
+        bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+        console.print(
+            f"  [{trial.mode}] {trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: "
+            + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
+            + f"\n    rerun: {trial.outcome.repro}",
+        )
+        first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
+        # Evidence is plain text (it may hold brackets) and names files in the trial
+        # directory, e.g. workers/*.log of a worker that crashed.
+        console.print(
+            f"    why: {first.invariant}: {first.summary}\n    trial: {trial.outcome.directory}",
+            markup=False,
+            highlight=False,
+        )
+    if cert.errors:
+        errors = terminal.verdict(Verdict.ERROR, f"{len(cert.errors)} trial(s) ERROR")
+        console.print(terminal.line(errors, ": the harness broke"))
+    if cert.unreached:
+        unreached = terminal.verdict(Verdict.INCONCLUSIVE, "declared but never reached")
+        console.print(terminal.line(unreached, f": {', '.join(cert.unreached)}"))
+
+
+def to_json(cert: Certification) -> dict[str, Any]:
+    held = cert.held
+    return {
+        "engine": cert.engine,
+        "engine_ref": cert.engine_ref,
+        "level": cert.level.value,
+        "badge": levels.badge(cert.level),
+        "modes": list(cert.modes),
+        "levels": [
+            {
+                "level": item.level.value,
+                "requires": list(item.requires),
+                "meaning": item.meaning,
+                "holds": set(item.requires) <= held,
+                "not_held": [i for i in item.requires if i not in held],
+            }
+            for item in levels.LEVELS
+        ],
+        "invariants": {
+            invariant: {
+                "verdict": cert.verdict_of(invariant).value,
+                "by_fault_class": {
+                    name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
+                    for name in cert.fault_classes
+                },
+                "first_problem": _first_problem(cert, invariant),
+            }
+            for invariant in cert.invariants
+        },
+        "failing": [
+            {
+                "mode": trial.mode,
+                "scenario": trial.outcome.spec.scenario.name,
+                "label": trial.outcome.spec.label,
+                "invariants": {
+                    r.invariant: r.verdict.value
+                    for r in trial.outcome.results
+                    if r.verdict is not Verdict.PASS
+                },
+                "summary": next(
+                    (r.summary for r in trial.outcome.results if r.verdict is Verdict.FAIL), ""
+                ),
+                "repro": trial.outcome.repro,
+                "directory": str(trial.outcome.directory),
+            }
+            for trial in cert.failing()
+        ],
+        "trials": [
+            {"mode": trial.mode, "fault_class": trial.fault_class, **report.outcome_json(o)}
+            for trial in cert.trials
+            for o in [trial.outcome]
+        ],
+        "errors": len(cert.errors),
+        "not_applied": [t.outcome.spec.label for t in cert.not_applied],
+        "unreached": cert.unreached,
+        "wall_s": round(cert.wall_s, 3),
+    }
+
+
+def write_json(path: pathlib.Path, cert: Certification) -> None:
+    path.write_text(json.dumps(to_json(cert), indent=2) + "\n")
+
+
+def to_markdown(cert: Certification) -> str:
+    level = cert.level
+    held = cert.held
+    lines = [
+        f"# crashcert certification: {cert.engine}",
+        "",
+        levels.badge(level),
+        "",
+        f"**Level {level.value}**: {levels.spec(level).meaning}.",
+        "",
+        f"{len(cert.trials)} trials in {cert.wall_s:.1f}s; modes: {', '.join(cert.modes)}; "
+        f"scenarios: {', '.join(sorted({t.outcome.spec.scenario.name for t in cert.trials}))}.",
+        "",
+        "| level | holds | invariants not held |",
+        "|---|---|---|",
+    ]
+    for item in levels.LEVELS[:-1]:
+        missing = [i for i in item.requires if i not in held]
+        lines.append(
+            f"| {item.level.value} | {'yes' if not missing else 'no'} | "
+            f"{', '.join(missing) or '-'} |"
+        )
+    classes = cert.fault_classes
+    lines += [
+        "",
+        "| invariant | overall | " + " | ".join(classes) + " |",
+        "|---|---|" + "---|" * len(classes),
+    ]
+    for invariant in cert.invariants:
+        cells = [
+            terminal.counts(_class_verdicts(cert, invariant, name)).plain for name in classes
+        ]
+        lines.append(
+            f"| {invariant} | {cert.verdict_of(invariant).value} | " + " | ".join(cells) + " |"
+        )
+    failing = cert.failing()
+    if failing:
+        lines += ["", "## Failing cases", ""]
+        for trial in failing:
+            bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+            first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
+            lines.append(
+                f"- [{trial.mode}] {trial.outcome.spec.scenario.name} "
+                f"`{trial.outcome.spec.label}`: "
+                + ", ".join(f"{r.invariant} {r.verdict.value}" for r in bad)
+                + f"; {first.invariant}: {first.summary}"
+            )
+            lines.append(f"  `{trial.outcome.repro}`")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: pathlib.Path, cert: Certification) -> None:
+    path.write_text(to_markdown(cert))

@@ -1,0 +1,111 @@
+"""The crash matrix: scenarios x (point, occurrence) of a clean baseline, one kill each."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import threading
+import time
+from collections.abc import Callable
+
+from harness.campaigns import interrupt
+from harness.checkers import verdict as verdict_module
+from harness.faults import plan
+from harness.lab import shared as lab_module
+from harness.scenario import schema as scenario_module
+from harness.trial import runner as trial_module
+
+# Called after each trial (for progress bars): (outcome, done, total or None).
+Progress = Callable[[trial_module.TrialOutcome, int, int | None], None]
+
+
+@dataclasses.dataclass
+class MatrixResult:
+    outcomes: list[trial_module.TrialOutcome] = dataclasses.field(default_factory=list)
+    # Declared points no scenario's baseline reached: the matrix cannot vouch for them.
+    unreached: list[str] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def verdict(self) -> verdict_module.Verdict:
+        verdicts = [outcome.verdict for outcome in self.outcomes]
+        if self.unreached:
+            verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
+        return worst(verdicts)
+
+
+def run_matrix(
+    lab: lab_module.Lab,
+    scenarios: list[tuple[str, scenario_module.Scenario]],
+    *,
+    out_dir: pathlib.Path,
+    engine_ref: str,
+    faults: list[str] | None = None,
+    second_kill: bool = False,
+    seed: int = 0,
+    jobs: int = 1,
+    points: list[str] | None = None,
+    progress: Progress | None = None,
+) -> MatrixResult:
+    """`scenarios` pairs how the user named each scenario with the scenario itself.
+
+    Baselines run first, one at a time; then the fault trials, `jobs` at a time (each trial
+    has its own database, world, socket and proxies). A trial that restarts Postgres runs
+    alone, since the restart strikes every trial's connections.
+    """
+    started = time.monotonic()
+    result = MatrixResult()
+    counter = _Counter(progress)
+    specs: list[trial_module.TrialSpec] = []
+    traces: list[list[tuple[str, int]]] = []
+    for reference, scenario in scenarios:
+        base = trial_module.TrialSpec(
+            scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
+        )
+        baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
+        result.outcomes.append(baseline)
+        counter.done(baseline)
+        trace = plan.baseline_trace(baseline.history)
+        traces.append(trace)
+        for steps in plan.at_points(
+            plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill), points
+        ):
+            specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
+
+    def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
+        outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone
+        counter.done(outcome)
+        return outcome
+
+    result.outcomes.extend(interrupt.run_pool(run, specs, jobs=jobs))  # in the plan's order
+    result.unreached = plan.unreached(lab.engine.boundaries, traces)
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+class _Counter:
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self._done = 0
+        self._lock = threading.Lock()
+
+    def done(self, outcome: trial_module.TrialOutcome) -> None:
+        with self._lock:
+            self._done += 1
+            if self._progress:
+                self._progress(outcome, self._done, None)
+
+
+# FAIL is the most important news, then ERROR, then INCONCLUSIVE (as checkers.combine).
+_RANK = {
+    verdict_module.Verdict.PASS: 0,
+    verdict_module.Verdict.INCONCLUSIVE: 1,
+    verdict_module.Verdict.ERROR: 2,
+    verdict_module.Verdict.FAIL: 3,
+}
+
+
+def worst(verdicts: list[verdict_module.Verdict]) -> verdict_module.Verdict:
+    if not verdicts:
+        return verdict_module.Verdict.ERROR
+    return max(verdicts, key=_RANK.__getitem__)

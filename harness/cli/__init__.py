@@ -1,0 +1,1 @@
+"""`crashcert`: the command line."""

@@ -1,0 +1,96 @@
+"""`crashcert incident export` and `crashcert replay`: a run turned into a scenario, and
+that scenario replayed under its faults (harness/campaigns/incident.py, harness/INCIDENTS.md)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import click
+
+from harness import errors
+from harness.cli import options as cli_options
+from harness.contract.engines import commands
+from harness.lab import shared as lab_module
+from harness.report import terminal
+from harness.scenario import schema as scenario_module
+from harness.trial import runner as trial_module
+
+console = terminal.make_console()
+
+
+@click.group("incident")
+def incident_group() -> None:
+    """Turn one run of an engine into a replayable scenario (harness/INCIDENTS.md)."""
+
+
+@incident_group.command("export")
+@cli_options.engine_option
+@click.option("--dsn", default=None, help="The engine's database (libpq DSN).")
+@click.option("--run", "run_id", default=None, help="The run's id (with --dsn).")
+@click.option(
+    "--trial",
+    "trial_dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="A stored trial directory instead of a database (its run's stored tables).",
+)
+@click.option("--redact", is_flag=True, help="Replace prompts and outputs by same-shape text.")
+@click.option("--name", default=None, help="Scenario name (default incident-<run id>).")
+@click.option(
+    "--sink-queryable/--sink-not-queryable",
+    default=None,
+    help="Whether the reply sink can be asked by key (default: inferred, else true).",
+)
+def incident_export(
+    engine_ref: str,
+    dsn: str | None,
+    run_id: str | None,
+    trial_dir: str | None,
+    redact: bool,
+    name: str | None,
+    sink_queryable: bool | None,
+) -> None:
+    """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
+    from harness.campaigns import incident
+
+    if trial_dir is not None:
+        if dsn is not None:
+            raise errors.CrashcertError("give either --trial or --dsn/--run, not both")
+        tables, _ = incident.from_trial(pathlib.Path(trial_dir))
+        source = f"trial {trial_dir}"
+    elif dsn is not None and run_id is not None:
+        tables = incident.from_dsn(dsn, run_id, engine_ref=engine_ref)
+        source = "the engine's database"
+    else:
+        raise errors.CrashcertError("give --dsn DSN --run RUN_ID, or --trial DIR")
+    scenario = incident.scenario_from_tables(
+        tables, name=name, redacted=redact, sink_queryable=sink_queryable, source=source
+    )
+    click.echo(incident.to_yaml(scenario), nl=False)
+
+
+@click.command()
+@cli_options.engine_option
+@cli_options.file_argument("scenario_file")
+@click.option("--seed", default=0, show_default=True)
+@cli_options.out_option
+@cli_options.pg_option
+def replay(
+    engine_ref: str, scenario_file: str, seed: int, out: str | None, pg_dsn: str | None
+) -> None:
+    """Replay an incident scenario under its faults; say whether the incident still happens."""
+    from harness.campaigns import incident
+
+    scenario = scenario_module.load(scenario_file)
+    # the trial `crashcert run --scenario FILE` runs: the scenario under its own faults
+    spec = trial_module.TrialSpec.under(
+        scenario, scenario.faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
+    )
+    engine = commands.find(engine_ref)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
+    terminal.print_results(console, outcome.results, outcome.verdict)
+    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+    console.print(incident.conclusion(outcome.verdict))
+    sys.exit(outcome.verdict.exit_code)

@@ -1,0 +1,526 @@
+"""`crashcert`: the command line. Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, 3 ERROR."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import sys
+import traceback
+from typing import Any
+
+import click
+import rich.console
+import rich.progress
+
+from harness import errors, provenance
+from harness.campaigns import matrix as matrix_module
+from harness.checkers import verdict as verdict_module
+from harness.cli import incident as cli_incident
+from harness.cli import options as cli_options
+from harness.contract import boundaries, run_report
+from harness.contract.engines import commands
+from harness.faults import plan as plan_module
+from harness.lab import shared as lab_module
+from harness.lab.postgres import dsn as pg_dsn
+from harness.report import summary as report
+from harness.report import terminal
+from harness.scenario import schema as scenario_module
+from harness.trial import artifacts as store
+from harness.trial import runner as trial_module
+
+console = terminal.make_console()
+_verbose = False  # set by -v: tracebacks for harness errors
+
+
+def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenario]]:
+    if names:
+        return [(name, scenario_module.find(name)) for name in names]
+    return [(s.name, s) for s in scenario_module.load_all()]
+
+
+@click.group()
+@click.version_option(version=provenance.version(), prog_name="crashcert")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the harness does.")
+def main(verbose: bool) -> None:
+    """crashcert: prove that an AI execution engine survives crashes."""
+    global _verbose
+    _verbose = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+
+
+@main.command()
+@cli_options.engine_option
+@cli_options.scenario_option(multiple=True)
+@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option(
+    "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
+)
+@cli_options.out_option
+@cli_options.file_option("--json", "json_path", "Write a JSON report here.")
+@cli_options.file_option("--junit", "junit_path", "Write a JUnit XML report here.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
+@click.option(
+    "--points",
+    default=None,
+    help="Only fault these boundaries (comma-separated names, e.g. reply.sending,reply.sent).",
+)
+@cli_options.pg_option
+def matrix(
+    engine_ref: str,
+    scenario_names: tuple[str, ...],
+    faults: str,
+    second_kill: bool,
+    out: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    seed: int,
+    jobs: int,
+    points: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Kill workers at every boundary of every scenario, then check every invariant."""
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(points)
+    engine = commands.find(engine_ref)
+    scenarios = _scenarios(scenario_names)
+    out_dir = cli_options.new_out_dir(out)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        with rich.progress.Progress(
+            rich.progress.SpinnerColumn(),
+            rich.progress.TextColumn("{task.description}"),
+            rich.progress.BarColumn(),
+            rich.progress.MofNCompleteColumn(),
+            rich.progress.TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("baseline", total=None)
+
+            def progress(outcome: trial_module.TrialOutcome, done: int, total: int | None) -> None:
+                bar.update(
+                    task,
+                    completed=done,
+                    description=f"{outcome.spec.scenario.name} {outcome.spec.label}: "
+                    f"{outcome.verdict.value}",
+                )
+
+            result = matrix_module.run_matrix(
+                lab,
+                scenarios,
+                out_dir=out_dir,
+                engine_ref=engine_ref,
+                faults=fault_classes,
+                second_kill=second_kill,
+                seed=seed,
+                jobs=jobs,
+                points=point_names or None,
+                progress=progress,
+            )
+    report.print_summary(result.outcomes, console=console, unreached=result.unreached)
+    durations = sorted(o.history.ended_at - o.history.started_at for o in result.outcomes)
+    median = durations[len(durations) // 2] if durations else 0.0
+    console.print(
+        f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial): "
+        f"{result.verdict.value}"
+    )
+    _write_reports(result.outcomes, result, json_path, junit_path)
+    from harness.report import timeline
+
+    page = timeline.write_matrix_report(
+        out_dir,
+        [timeline.view_of_outcome(outcome) for outcome in result.outcomes],
+        unreached=result.unreached,
+    )
+    console.print(f"report: {page}")
+    sys.exit(result.verdict.exit_code)
+
+
+def _write_reports(
+    outcomes: list[trial_module.TrialOutcome],
+    result: matrix_module.MatrixResult,
+    json_path: str | None,
+    junit_path: str | None,
+) -> None:
+    if json_path:
+        report.write_json(
+            pathlib.Path(json_path),
+            outcomes,
+            verdict=result.verdict,
+            unreached=result.unreached,
+            wall_s=result.wall_s,
+        )
+    if junit_path:
+        report.write_junit(pathlib.Path(junit_path), outcomes)
+
+
+@main.command()
+@cli_options.engine_option
+@cli_options.scenario_option(required=True)
+@click.option(
+    "--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1."
+)
+@click.option("--seed", default=0, show_default=True)
+@cli_options.out_option
+@cli_options.pg_option
+def run(
+    engine_ref: str,
+    scenario_name: str,
+    fault_texts: tuple[str, ...],
+    seed: int,
+    out: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Run one scenario under one fault plan and print every invariant's verdict."""
+    scenario = scenario_module.find(scenario_name)
+    engine = commands.find(engine_ref)
+    spec = trial_module.TrialSpec.under(
+        scenario,
+        fault_texts or scenario.faults,
+        seed=seed,
+        scenario_ref=scenario_name,
+        engine_ref=engine_ref,
+    )
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
+    terminal.print_results(console, outcome.results, outcome.verdict)
+    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+    sys.exit(outcome.verdict.exit_code)
+
+
+@main.command()
+@cli_options.directory_argument("directory")
+def analyze(directory: str) -> None:
+    """Re-check stored trials offline (a trial directory, or every trial below DIRECTORY)."""
+    verdicts = []
+    for path in store.find_trials(pathlib.Path(directory)):
+        console.print(terminal.line((str(path), "bold")))
+        try:
+            trial = store.read_history(path / "history.jsonl")
+        except errors.CrashcertError as error:  # one bad file must not hide the others
+            verdicts.append(verdict_module.Verdict.ERROR)
+            console.print(terminal.line(terminal.verdict(verdicts[-1]), f" unreadable: {error}"))
+            continue
+        results, verdict = trial_module.judge(trial)
+        verdicts.append(verdict)
+        terminal.print_results(console, results, verdict)
+        if trial.interrupted:
+            console.print(terminal.line(("INTERRUPTED", "yellow"), f": {trial.interrupted}"))
+    sys.exit(matrix_module.worst(verdicts).exit_code)
+
+
+@main.group(invoke_without_command=True)
+@click.pass_context
+def scenarios(context: click.Context) -> None:
+    """List the bundled scenarios (or `validate FILE...`)."""
+    if context.invoked_subcommand is None:
+        for item in scenario_module.load_all():
+            tools = ", ".join(f"{t.name}({t.replay})" for t in item.tools) or "-"
+            console.print(
+                f"{item.name:18} turns={len(item.turns)} tools={tools} "
+                f"sink_query={item.sink.queryable} expect={item.expect.status}"
+            )
+
+
+@scenarios.command()
+@click.argument("files", nargs=-1, required=True)
+def validate(files: tuple[str, ...]) -> None:
+    """Validate scenario files; print each problem with file and field."""
+    bad = 0
+    for name in files:
+        try:
+            scenario_module.load(name)
+            console.print(f"ok      {name}")
+        except errors.CrashcertError as error:
+            bad += 1
+            console.print(f"invalid {error}")
+    sys.exit(verdict_module.Verdict.ERROR.exit_code if bad else 0)  # bad input, not a FAIL
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["run-input", "run-report", "scenario", "engine"]))
+def schema(which: str) -> None:
+    """Print a JSON schema of the engine contract."""
+    models: dict[str, Any] = {
+        "run-input": run_report.RunInput,
+        "run-report": run_report.RunReport,
+        "scenario": scenario_module.Scenario,
+        "engine": commands.EngineDescription,
+    }
+    click.echo(json.dumps(models[which].model_json_schema(), indent=2))
+
+
+@main.command()
+@cli_options.engine_option
+@cli_options.scenario_option(default="refund", show_default=True)
+@click.option("--runs", default=500, show_default=True)
+@click.option("--workers", default=4, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--storm-s", default=120.0, show_default=True, help="How long faults rain.")
+@click.option("--pg-restarts", default=2, show_default=True)
+@cli_options.out_option
+@cli_options.pg_option
+def soak(
+    engine_ref: str,
+    scenario_name: str,
+    runs: int,
+    workers: int,
+    seed: int,
+    storm_s: float,
+    pg_restarts: int,
+    out: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Many runs, several workers, a seeded storm of kills, pauses, cuts and restarts."""
+    from harness.campaigns import soak as soak_module
+
+    soak_module.check_options(  # refused before a cluster starts
+        runs=runs,
+        workers=workers,
+        storm_s=storm_s,
+        pg_restarts=pg_restarts,
+        settle_s=soak_module.DEFAULT_SETTLE_S,
+    )
+    engine = commands.find(engine_ref)
+    scenario = scenario_module.find(scenario_name)
+    console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        result = soak_module.run_soak(
+            lab,
+            scenario,
+            runs=runs,
+            workers=workers,
+            seed=seed,
+            storm_s=storm_s,
+            pg_restarts=pg_restarts,
+            out_dir=cli_options.new_out_dir(out),
+        )
+    console.print(result.summary())
+    sys.exit(result.verdict.exit_code)
+
+
+@main.command()
+@click.argument("action", type=click.Choice(["build", "path"]))
+def toxiproxy(action: str) -> None:
+    """Print the Toxiproxy server's path; `build` installs it with Go first if missing."""
+    from harness.lab import toxiproxy_server
+
+    sys.exit(toxiproxy_server.main([action]))
+
+
+def entry() -> None:
+    try:
+        main(standalone_mode=False)
+    except errors.CrashcertError as error:
+        click.echo(f"crashcert: {pg_dsn.redact_text(str(error))}", err=True)
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except Exception as error:  # the harness or its environment broke: ERROR, never FAIL
+        if _verbose:
+            traceback.print_exc()
+        # libpq quotes a DSN it cannot parse, password and all
+        detail = pg_dsn.redact_text(str(error)).strip().splitlines()
+        reason = f"{type(error).__name__}: {detail[0] if detail else ''}".rstrip(": ")
+        hint = "" if _verbose else " (rerun with -v for the traceback)"
+        click.echo(f"crashcert: harness or environment error: {reason}{hint}", err=True)
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+
+
+@main.command()
+@cli_options.engine_option
+@cli_options.scenario_option(required=True)
+@click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
+@click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
+@click.option(
+    "--faults", default="kill,pause", show_default=True, help="Fault classes to draw from."
+)
+@click.option("--max-faults", default=3, show_default=True, help="Most faults per schedule.")
+@click.option(
+    "--points",
+    default=None,
+    help="Only fault these boundaries (comma-separated names, e.g. tools.pending,reply.sent).",
+)
+@click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
+@click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
+@cli_options.out_option
+@cli_options.file_option("--json", "json_path", "Write a JSON summary here.")
+@cli_options.pg_option
+def explore(
+    engine_ref: str,
+    scenario_name: str,
+    examples: int,
+    seed: int,
+    faults: str,
+    max_faults: int,
+    points: str | None,
+    shrink_budget: int,
+    replays: int,
+    out: str | None,
+    json_path: str | None,
+    pg_dsn: str | None,
+) -> None:
+    """Generate fault schedules with Hypothesis; shrink a failure to a minimal reproduction.
+
+    Exit codes: 0 no failure, 1 a reproducible failure, 2 a failure that did not reproduce
+    on replay (FLAKY), 3 trials broke (ERROR) without any failure.
+    """
+    from harness.campaigns import explore as explore_module
+
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(points)
+    scenario = scenario_module.find(scenario_name)
+    engine = commands.find(engine_ref)
+    out_dir = cli_options.new_out_dir(out)
+
+    def progress(purpose: str, schedule: list[Any], observation: Any) -> None:
+        failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
+        console.print(
+            terminal.line(
+                f"{purpose:8} {plan_module.plan_label(schedule)}: ",
+                terminal.verdict(observation.verdict),
+                failing,
+            )
+        )
+
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(
+            f"engine {engine.name}: {lab.toxiproxy_note}; seed {seed}; trials in {out_dir}"
+        )
+        result = explore_module.explore(
+            lab,
+            scenario,
+            out_dir=out_dir,
+            examples=examples,
+            seed=seed,
+            faults=fault_classes,
+            max_faults=max_faults,
+            points=point_names or None,
+            shrink_budget=shrink_budget,
+            replays=replays,
+            scenario_ref=scenario_name,
+            engine_ref=engine_ref,
+            progress=progress,
+        )
+    for line in explore_module.render(result):
+        console.print(line)
+    if json_path:
+        pathlib.Path(json_path).write_text(json.dumps(explore_module.summary(result), indent=2))
+    sys.exit(result.exit_code)
+
+
+@main.command()
+@cli_options.engine_option
+@cli_options.scenario_option(multiple=True)
+@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "boundary", "blackbox", "both"]),
+    default="auto",
+    show_default=True,
+    help="auto: boundary mode when the engine reports boundaries, black box otherwise.",
+)
+@click.option(
+    "--points",
+    default=None,
+    help="Only these points (boundary names, world:model.answered, world:tool.effect, "
+    "world:reply.accepted, time), comma-separated.",
+)
+@click.option(
+    "--time-kills", default=2, show_default=True, help="Seeded time kills per scenario (black box)."
+)
+@click.option(
+    "--require",
+    "required",
+    type=click.Choice(["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"], case_sensitive=False),
+    default=None,
+    help="Exit 1 when the engine earns a lower level than this.",
+)
+@cli_options.file_option("--json", "json_path", "Write the certification as JSON here.")
+@cli_options.file_option("--markdown", "markdown_path", "Write a Markdown summary here.")
+@cli_options.out_option
+@click.option("--seed", default=0, show_default=True)
+@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
+@cli_options.pg_option
+def certify(
+    engine_ref: str,
+    scenario_names: tuple[str, ...],
+    faults: str,
+    mode: str,
+    points: str | None,
+    time_kills: int,
+    required: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    out: str | None,
+    seed: int,
+    jobs: int,
+    pg_dsn: str | None,
+) -> None:
+    """Certify an engine: which guarantees hold, per invariant and fault class, and its level.
+
+    Exit 0 when the certification ran (whatever the level), 1 when --require names a higher
+    level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
+    """
+    from harness.campaigns import certify as certify_module
+    from harness.checkers import levels as levels_module
+
+    fault_classes = plan_module.parse_fault_classes(faults)
+    point_names = plan_module.parse_points(
+        points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
+    )
+    engine = commands.find(engine_ref)
+    scenarios = _scenarios(scenario_names)
+    out_dir = cli_options.new_out_dir(out)
+    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"certifying {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        result = certify_module.certify(
+            lab,
+            scenarios,
+            out_dir=out_dir,
+            engine_ref=engine_ref,
+            mode=mode,
+            faults=fault_classes,
+            points=point_names or None,
+            time_kills=time_kills,
+            seed=seed,
+            jobs=jobs,
+        )
+    certify_module.print_certification(result, console=console)
+    if json_path:
+        certify_module.write_json(pathlib.Path(json_path), result)
+    if markdown_path:
+        certify_module.write_markdown(pathlib.Path(markdown_path), result)
+    if result.errors:
+        sys.exit(verdict_module.Verdict.ERROR.exit_code)
+    if required and levels_module.rank(result.level) < levels_module.rank(
+        levels_module.parse(required)
+    ):
+        short = f"required {required.upper()}, earned {result.level.value}"
+        console.print(terminal.line((short, "bold red")))
+        sys.exit(1)
+    sys.exit(0)
+
+
+# -- timeline reports (harness/report/timeline.py) ------------------------------------------------
+
+
+@main.command("report")
+@cli_options.directory_argument("directory")
+def report_command(directory: str) -> None:
+    """Write timeline.html into every trial below DIRECTORY (and report.html for many)."""
+    from harness.report import timeline
+
+    for path in timeline.report_directory(pathlib.Path(directory)):
+        console.print(f"wrote {path}")
+
+
+main.add_command(cli_incident.incident_group)
+main.add_command(cli_incident.replay)

@@ -1,0 +1,1 @@
+"""The engine contract: boundaries, RunInput/RunReport, the control channel, engine adapters."""

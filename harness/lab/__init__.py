@@ -1,0 +1,1 @@
+"""The real parts: Postgres, Toxiproxy, engine worker processes and their cleanup."""

@@ -1,0 +1,91 @@
+"""Starts engine workers for one trial with the environment of the engine contract."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+from collections.abc import Callable, Mapping
+
+from harness.contract.engines import adapter as adapter_module
+from harness.lab import processes, spawner
+from harness.trial import history
+from harness.trial import recorder as recorder_module
+
+# Given a worker id, the DSN that worker should use (through its own Toxiproxy proxy).
+DsnForWorker = Callable[[str], str]
+
+
+class Launcher:
+    def __init__(
+        self,
+        engine: adapter_module.EngineAdapter,
+        *,
+        world_env: Mapping[str, str],
+        control_path: str | None,
+        dsn_for_worker: DsnForWorker,
+        log_dir: pathlib.Path,
+        recorder: recorder_module.Recorder,
+        trial_id: str,
+        forkserver: spawner.ForkServer | None = None,
+    ) -> None:
+        self._engine = engine
+        self._world_env = dict(world_env)
+        self._control_path = control_path
+        self._dsn_for_worker = dsn_for_worker
+        self._log_dir = log_dir
+        self._recorder = recorder
+        self._trial_id = trial_id
+        self._forkserver = forkserver
+        self._count = 0
+        self._lock = threading.Lock()
+        self.workers = processes.WorkerSet()
+        # Each worker id's DSN (its own proxy), reused when a worker restarts under its id.
+        self._dsns: dict[str, str] = {}
+
+    def _next_id(self) -> str:
+        with self._lock:
+            self._count += 1
+            return f"{self._trial_id}-w{self._count}"
+
+    def environment(self, worker_id: str) -> dict[str, str]:
+        env = adapter_module.inherited_environment()
+        env.update(self._engine.worker_env())
+        env.update(self._world_env)
+        if worker_id not in self._dsns:
+            self._dsns[worker_id] = self._dsn_for_worker(worker_id)
+        env["DATABASE_URL"] = self._dsns[worker_id]
+        env["CRASHCERT_WORKER_ID"] = worker_id
+        env["CRASHCERT_LEASE_MS"] = str(self._engine.lease_ms)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self._control_path:
+            env["CRASHCERT_CONTROL"] = self._control_path
+        return env
+
+    def start(self, *, worker_id: str | None = None) -> processes.Worker:
+        """A new worker process; `worker_id` reuses an id (a restart under the same id)."""
+        worker_id = worker_id or self._next_id()
+        worker = processes.Worker(
+            worker_id,
+            self._engine.worker_command(),
+            env=self.environment(worker_id),
+            log_dir=self._log_dir,
+            cwd=self._engine.cwd,
+            forkserver=self._forkserver,
+        )
+        self.workers.add(worker)
+        self._recorder.append(
+            history.WorkerEvent(event="started", worker_id=worker_id, pid=worker.pid)
+        )
+        return worker
+
+    def close(self) -> None:
+        self.workers.close()
+        for worker in self.workers.all():
+            self._recorder.append(
+                history.WorkerEvent(
+                    event="exited",
+                    worker_id=worker.worker_id,
+                    pid=worker.pid,
+                    returncode=worker.returncode,
+                )
+            )

@@ -1,0 +1,116 @@
+"""The real parts shared by many trials: Postgres, Toxiproxy, the engine's template database.
+
+One Lab serves a whole matrix; each trial gets its own database cloned from the engine's
+migrated template, its own world, its own control socket and its own proxies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from harness import errors
+from harness.contract.engines import adapter as adapter_module
+from harness.lab import gate as gate_module
+from harness.lab import postgres, proxy_audit, spawner
+
+log = logging.getLogger(__name__)
+
+
+class Lab:
+    def __init__(
+        self,
+        *,
+        pg: postgres.Server,
+        engine: adapter_module.EngineAdapter,
+        template: str,
+        toxiproxy: Any | None,
+        toxiproxy_note: str,
+        forkserver: spawner.ForkServer | None = None,
+        gate: gate_module.SharedExclusive | None = None,
+    ) -> None:
+        self.pg = pg
+        self.engine = engine
+        self.template = template
+        self.toxiproxy = toxiproxy  # harness.lab.proxy.Toxiproxy client, or None
+        self.toxiproxy_note = toxiproxy_note
+        self.forkserver = forkserver
+        # Trials on this Postgres hold it shared; one that restarts it holds it alone.
+        self.gate = gate or gate_module.SharedExclusive()
+
+    def with_engine(self, engine: adapter_module.EngineAdapter) -> Lab:
+        """The same Postgres, Toxiproxy and template driving another engine's workers.
+
+        Only for engines that share this engine's schema (variants of it); the fork server
+        is shared when it preloaded what the other engine asks for.
+        """
+        shared = self.forkserver if set(engine.preload) <= set(self.engine.preload) else None
+        return Lab(
+            pg=self.pg,
+            engine=engine,
+            template=self.template,
+            toxiproxy=self.toxiproxy,
+            toxiproxy_note=self.toxiproxy_note,
+            forkserver=shared if engine.preload else None,
+            gate=self.gate,
+        )
+
+    def clone_database(self, name: str) -> str:
+        return postgres.templates.clone(self.pg, self.template, name)
+
+    def drop_database(self, name: str) -> None:
+        postgres.templates.drop(self.pg, name)
+
+
+@contextlib.contextmanager
+def open_lab(
+    engine: adapter_module.EngineAdapter,
+    *,
+    pg_dsn: str | None = None,
+    require_toxiproxy: bool = False,
+) -> Iterator[Lab]:
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(postgres.provide(dsn=pg_dsn))
+        template = f"cc_tpl_{engine.name}_{uuid.uuid4().hex[:8]}"
+        postgres.templates.ensure_template(pg, template, engine.migrate)
+        stack.callback(_drop_template, pg, template)
+        toxiproxy, note = _start_toxiproxy(stack, required=require_toxiproxy)
+        if toxiproxy is not None:  # exits before the server stops
+            stack.enter_context(proxy_audit.at_lab_close(toxiproxy))
+        forkserver = None
+        if engine.preload and spawner.forking_enabled():
+            forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd)
+            stack.callback(forkserver.close)
+        yield Lab(
+            pg=pg,
+            engine=engine,
+            template=template,
+            toxiproxy=toxiproxy,
+            toxiproxy_note=note,
+            forkserver=forkserver,
+        )
+
+
+def _drop_template(pg: postgres.Server, template: str) -> None:
+    try:
+        postgres.templates.drop(pg, template)
+    except errors.CrashcertError as error:  # the server may already be gone
+        log.debug("template %s not dropped: %s", template, error)
+
+
+def _start_toxiproxy(stack: contextlib.ExitStack, *, required: bool) -> tuple[Any | None, str]:
+    """The real Toxiproxy server when it can be had; workers then reach Postgres through it."""
+    from harness.lab import toxiproxy_server
+
+    required = required or os.environ.get("CRASHCERT_REQUIRE_TOXIPROXY") == "1"
+    try:
+        client = stack.enter_context(toxiproxy_server.provide())
+    except errors.CrashcertError as error:
+        if required:
+            raise
+        return None, f"Toxiproxy unavailable, workers connect directly: {error}"
+    return client, "workers connect through Toxiproxy"

@@ -1,0 +1,123 @@
+"""Client of the warm fork server (harness/lab/forkserver.py), one per lab and engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psutil
+
+from harness import errors
+
+START_TIMEOUT_S = 60.0
+
+
+def module_command(argv: Sequence[str]) -> tuple[str, list[str]] | None:
+    """`[python, -m, module, args...]` -> (module, args); other commands cannot be forked."""
+    if len(argv) >= 3 and argv[1] == "-m":
+        return argv[2], list(argv[3:])
+    return None
+
+
+class ForkServer:
+    def __init__(self, preload: Sequence[str], *, cwd: str | None = None) -> None:
+        self._lock = threading.Lock()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "harness.lab.forkserver", *preload],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                cwd=cwd,
+                text=True,
+                bufsize=1,
+            )
+        except OSError as error:
+            raise errors.EnvironmentProblem(f"cannot start the fork server: {error}") from None
+        ready = self._read()
+        if not ready.get("ready"):
+            raise errors.EnvironmentProblem(f"fork server did not start: {ready}")
+
+    def _read(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise errors.EnvironmentProblem(
+                f"fork server exited (code {self._process.poll()}); see the worker logs"
+            )
+        reply = json.loads(line)
+        assert isinstance(reply, dict)
+        return reply
+
+    def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            assert self._process.stdin is not None
+            self._process.stdin.write(json.dumps(message) + "\n")
+            self._process.stdin.flush()
+            return self._read()
+
+    def spawn(
+        self, module: str, args: list[str], *, env: Mapping[str, str], cwd: str, log: str
+    ) -> int:
+        reply = self._ask(
+            {"spawn": {"module": module, "args": args, "env": dict(env), "cwd": cwd, "log": log}}
+        )
+        if "pid" not in reply:
+            raise errors.EnvironmentProblem(f"fork server refused to spawn: {reply}")
+        return int(reply["pid"])
+
+    def returncode(self, pid: int) -> int | None:
+        value = self._ask({"status": pid}).get("returncode")
+        return None if value is None else int(value)
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(5)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+
+class ForkedProcess:
+    """The subprocess.Popen surface Worker uses, for a child of the fork server."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self._server = server
+        self.pid = pid
+        self._returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self._returncode is not None:
+            return self._returncode
+        try:
+            if psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.NoSuchProcess:
+            pass
+        # Dead; None means the server's reaper has not run yet: ask again next time.
+        self._returncode = self._server.returncode(self.pid)
+        return self._returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            code = self.poll()
+            if code is not None:
+                return code
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+            time.sleep(0.01)
+
+
+def forking_enabled() -> bool:
+    """CRASHCERT_NO_FORKSERVER=1 starts every worker with exec, as a plain command."""
+    return os.environ.get("CRASHCERT_NO_FORKSERVER") != "1"

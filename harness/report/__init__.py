@@ -1,0 +1,1 @@
+"""Output: the terminal, JSON/JUnit summaries, HTML timelines."""

@@ -1,0 +1,150 @@
+"""Reports of a set of trials: terminal table, JSON, JUnit XML. Every failure one line to rerun."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import rich.console
+import rich.table
+
+from harness.checkers import verdict as verdict_module
+from harness.contract import boundaries
+from harness.report import terminal
+from harness.trial import runner as trial_module
+
+STYLE = terminal.STYLE
+
+
+def _cell_point(outcome: trial_module.TrialOutcome) -> str:
+    """The column of a trial: the base boundary of its first fault, or baseline."""
+    if not outcome.spec.plan:
+        return "baseline"
+    point = outcome.spec.plan[0].point
+    if boundaries.time_point_seconds(point) is not None:
+        return "time:+Ns"  # one row for every moment a time kill was drawn at
+    return boundaries.base_name(point)
+
+
+def print_summary(
+    outcomes: list[trial_module.TrialOutcome],
+    *,
+    console: rich.console.Console,
+    unreached: list[str] | None = None,
+) -> None:
+    rows = ["baseline", *boundaries.BOUNDARIES]
+    cells: dict[tuple[str, str], list[verdict_module.Verdict]] = collections.defaultdict(list)
+    scenarios: list[str] = []
+    for outcome in outcomes:
+        name = outcome.spec.scenario.name
+        if name not in scenarios:
+            scenarios.append(name)
+        point = _cell_point(outcome)
+        cells[(name, point)].append(outcome.verdict)
+        if point not in rows:
+            rows.append(point)  # black-box points (world:..., time:...) after the boundaries
+    # Boundaries down, scenarios across: 13 rows stay readable however many scenarios.
+    table = rich.table.Table(title="boundary x scenario: trials per verdict (P pass, F fail, ...)")
+    table.add_column("boundary")
+    for name in scenarios:
+        table.add_column(name, justify="center")
+    for row in rows:
+        table.add_row(row, *[terminal.counts(cells.get((name, row), [])) for name in scenarios])
+    console.print(table)
+    for outcome in outcomes:
+        if outcome.verdict is not verdict_module.Verdict.PASS:
+            failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
+            console.print(
+                terminal.line(
+                    terminal.verdict(outcome.verdict),
+                    f" {outcome.spec.scenario.name} {outcome.spec.label}: {failing}\n"
+                    f"  rerun: {outcome.repro}\n  trial: {outcome.directory}",
+                )
+            )
+    if unreached:
+        console.print(
+            terminal.line(
+                terminal.verdict(verdict_module.Verdict.INCONCLUSIVE),
+                f" declared but never reached by any scenario: {', '.join(unreached)}",
+            )
+        )
+
+
+def outcome_json(outcome: trial_module.TrialOutcome) -> dict[str, Any]:
+    return {
+        "scenario": outcome.spec.scenario.name,
+        "label": outcome.spec.label,
+        "plan": [step.label() for step in outcome.spec.plan],
+        "verdict": outcome.verdict.value,
+        "duration_s": round(outcome.history.ended_at - outcome.history.started_at, 3),
+        "directory": str(outcome.directory),
+        "repro": outcome.repro,
+        "invariants": [result.model_dump(mode="json") for result in outcome.results],
+    }
+
+
+def write_json(
+    path: pathlib.Path,
+    outcomes: list[trial_module.TrialOutcome],
+    *,
+    verdict: verdict_module.Verdict,
+    unreached: list[str],
+    wall_s: float,
+) -> None:
+    document = {
+        "verdict": verdict.value,
+        "trials": [outcome_json(outcome) for outcome in outcomes],
+        "unreached": unreached,
+        "wall_s": round(wall_s, 3),
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -> None:
+    by_scenario: dict[str, list[trial_module.TrialOutcome]] = collections.defaultdict(list)
+    for outcome in outcomes:
+        by_scenario[outcome.spec.scenario.name].append(outcome)
+    suites = ET.Element("testsuites", name="crashcert")
+    for name, items in by_scenario.items():
+        suite = ET.SubElement(suites, "testsuite", name=f"crashcert.{name}", tests=str(len(items)))
+        failures = errors = skipped = 0
+        for outcome in items:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"crashcert.{name}",
+                name=outcome.spec.label,
+                time=f"{outcome.history.ended_at - outcome.history.started_at:.3f}",
+            )
+            text = "\n".join(
+                [f"rerun: {outcome.repro}", f"trial: {outcome.directory}"]
+                + [
+                    f"{r.invariant} {r.verdict.value}: {r.summary}\n    "
+                    + "\n    ".join(r.evidence)
+                    for r in outcome.failing
+                ]
+            )
+            if outcome.verdict is verdict_module.Verdict.FAIL:
+                failures += 1
+                ET.SubElement(case, "failure", message=_first_failure(outcome)).text = text
+            elif outcome.verdict is verdict_module.Verdict.ERROR:
+                errors += 1
+                ET.SubElement(case, "error", message=_first_failure(outcome)).text = text
+            elif outcome.verdict is verdict_module.Verdict.INCONCLUSIVE:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=_first_failure(outcome)).text = text
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+        suite.set("skipped", str(skipped))
+    ET.ElementTree(suites).write(path, encoding="unicode", xml_declaration=True)
+
+
+def _first_failure(outcome: trial_module.TrialOutcome) -> str:
+    """The result that decided the trial's verdict (a FAIL before an INCONCLUSIVE)."""
+    for result in outcome.failing:
+        if result.verdict is outcome.verdict:
+            return f"{result.invariant}: {result.summary}"
+    return outcome.verdict.value

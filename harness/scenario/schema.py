@@ -1,0 +1,275 @@
+"""Scenario files: a scripted agent task, its world, its budgets and the expected outcome.
+
+Scenarios are YAML files validated by pydantic; every error names the file, the field
+and the problem. The scripted model and tools of the world are built from a Scenario,
+and the checkers judge a trial against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import pathlib
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from harness import errors
+from harness.scenario import validation
+
+RUN_KEY_PLACEHOLDER = "{run}"
+# Bounds on every number of a scenario: finite, and small enough that a trial ends within
+# the deadline and the engine can store what it is given. A value beyond them is the
+# scenario's mistake, refused at validation, not a failure to pin on the engine.
+MIN_DEADLINE_S = 1.0  # a run needs a few round trips to the model, tools and sink
+MAX_DEADLINE_S = 3600.0
+MAX_LATENCY_MS = int(MAX_DEADLINE_S * 1000)  # and at most the scenario's own deadline
+MAX_TURN_TOKENS = 2**31 - 1  # usage of one model response fits a 32-bit integer column
+MAX_BUDGET = 10**6  # model calls and tool calls of one run
+# Tokens of one run: production budgets of millions must replay (`crashcert incident`).
+MAX_TOKEN_BUDGET = 10**9
+MAX_SCRIPTED_FAILURES = 1000  # fail_first / effect_then_fail: retries an engine might make
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "cancelled", "dead_lettered", "delivery_uncertain", "budget_exhausted"}
+)
+RunStatus = Literal[
+    "pending",
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "dead_lettered",
+    "delivery_uncertain",
+    "budget_exhausted",
+]
+
+
+# Strings and free-form JSON reach the engine and Postgres: no NUL, finite JSON numbers.
+Text = Annotated[str, pydantic.AfterValidator(validation.check_text)]
+JsonData = Annotated[Any, pydantic.AfterValidator(validation.check_json)]
+JsonObject = Annotated[dict[str, Any], pydantic.AfterValidator(validation.check_json)]
+
+
+class StrictModel(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class Usage(StrictModel):
+    prompt_tokens: int = pydantic.Field(default=100, ge=0, le=MAX_TURN_TOKENS)
+    completion_tokens: int = pydantic.Field(default=20, ge=0, le=MAX_TURN_TOKENS)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolBehaviour(StrictModel):
+    """What the simulated tool service does with a request."""
+
+    result: JsonData = pydantic.Field(default_factory=lambda: {"ok": True})
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
+    # The first N requests answer 503 {"applied": false}: nothing happened, safe to retry.
+    fail_first: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
+    # The first N requests apply the effect, then answer 500: the effect happened.
+    effect_then_fail: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
+    # Requests never get an answer (until the world stops); no effect is applied.
+    hang: bool = False
+
+
+class ToolSpec(StrictModel):
+    name: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: Text = ""
+    parameters: JsonObject = pydantic.Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    replay: Literal["replayable", "non_replayable"]
+    effect: Literal["read", "write"]
+    honours_idempotency_key: bool = False
+    queryable: bool = False
+    requires_approval: bool = False
+    version: Text = "1"
+    behaviour: ToolBehaviour = pydantic.Field(default_factory=ToolBehaviour)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the contract of the tool changes (schema, policy, version)."""
+        body = json.dumps(
+            [self.name, self.parameters, self.replay, self.effect, self.version],
+            sort_keys=True,
+        )
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def declaration(self) -> dict[str, Any]:
+        """The entry of `GET /tools`: OpenAI function schema plus the crashcert policy."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+            "replay": self.replay,
+            "effect": self.effect,
+            "honours_idempotency_key": self.honours_idempotency_key,
+            "queryable": self.queryable,
+            "requires_approval": self.requires_approval,
+            "fingerprint": self.fingerprint,
+        }
+
+
+class ScriptedToolCall(StrictModel):
+    id: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    name: Text
+    arguments: JsonObject = pydantic.Field(default_factory=dict)
+
+
+class Turn(StrictModel):
+    """One scripted model response: either tool calls or the final content."""
+
+    tool_calls: list[ScriptedToolCall] = pydantic.Field(default_factory=list)
+    content: Text | None = None
+    usage: Usage = pydantic.Field(default_factory=Usage)
+
+    @pydantic.model_validator(mode="after")
+    def _one_kind(self) -> Turn:
+        if bool(self.tool_calls) == (self.content is not None):
+            raise ValueError("a turn has either tool_calls or content, exactly one of them")
+        return self
+
+
+class Budgets(StrictModel):
+    iterations: int = pydantic.Field(default=8, ge=1, le=MAX_BUDGET)
+    tool_calls: int = pydantic.Field(default=8, ge=0, le=MAX_BUDGET)
+    tokens: int = pydantic.Field(default=100_000, ge=1, le=MAX_TOKEN_BUDGET)
+
+
+class RunInputSpec(StrictModel):
+    system: Text = "You are a careful support agent."
+    user: Text
+
+
+class SinkSpec(StrictModel):
+    queryable: bool = True
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
+
+
+class Expectation(StrictModel):
+    status: RunStatus = "succeeded"
+    reason: Text | None = None
+
+
+class Scenario(StrictModel):
+    name: str = pydantic.Field(pattern=r"^[a-z0-9_-]{1,64}$")
+    description: Text = ""
+    input: RunInputSpec
+    budgets: Budgets = pydantic.Field(default_factory=Budgets)
+    tools: list[ToolSpec] = pydantic.Field(default_factory=list)
+    turns: list[Turn] = pydantic.Field(min_length=1)
+    sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
+    deadline_s: float = pydantic.Field(
+        default=30.0, ge=MIN_DEADLINE_S, le=MAX_DEADLINE_S, allow_inf_nan=False
+    )
+    expect: Expectation = pydantic.Field(default_factory=Expectation)
+    # A fault plan that belongs to the scenario (an incident replay, say), in the syntax of
+    # `crashcert run --fault`: ACTION@POINT[#OCCURRENCE]. `run` uses it when no --fault is given.
+    faults: list[Text] = pydantic.Field(default_factory=list)
+    # Why this scenario exists: the class of bug or incident it reproduces.
+    note: Text = ""
+
+    @pydantic.field_validator("faults")
+    @classmethod
+    def _fault_syntax(cls, value: list[str]) -> list[str]:
+        from harness.faults import plan  # plan imports history, which imports this module
+
+        for text in value:
+            try:
+                plan.parse_fault(text)
+            except errors.CrashcertError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique, got {names}")
+        seen_ids: set[str] = set()
+        for index, turn in enumerate(self.turns):
+            for call in turn.tool_calls:
+                if call.name not in names:
+                    raise ValueError(f"turns[{index}] calls undeclared tool {call.name!r}")
+                if call.id in seen_ids:
+                    raise ValueError(f"turns[{index}] repeats tool call id {call.id!r}")
+                seen_ids.add(call.id)
+        if self.expect.status == "succeeded" and self.turns[-1].content is None:
+            raise ValueError("a scenario expected to succeed must end with a content turn")
+        self._latencies_within_deadline()
+        return self
+
+    def _latencies_within_deadline(self) -> None:
+        """A latency past the deadline fails liveness whatever the engine does."""
+        limit_ms = self.deadline_s * 1000
+        latencies = {
+            f"tools.{index}.behaviour.latency_ms": tool.behaviour.latency_ms
+            for index, tool in enumerate(self.tools)
+        }
+        latencies["sink.latency_ms"] = self.sink.latency_ms
+        for field, latency_ms in latencies.items():
+            if latency_ms > limit_ms:
+                raise ValueError(
+                    f"{field} is {latency_ms}, beyond deadline_s ({self.deadline_s:g} s)"
+                )
+
+    def tool(self, name: str) -> ToolSpec:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        raise KeyError(name)
+
+    @property
+    def final_reply(self) -> str | None:
+        return self.turns[-1].content
+
+
+def substitute_run_key(value: Any, run_key: str) -> Any:
+    """Replace `{run}` in every string of a JSON-like value, so runs of one scenario differ."""
+    if isinstance(value, str):
+        return value.replace(RUN_KEY_PLACEHOLDER, run_key)
+    if isinstance(value, list):
+        return [substitute_run_key(item, run_key) for item in value]
+    if isinstance(value, dict):
+        return {key: substitute_run_key(item, run_key) for key, item in value.items()}
+    return value
+
+
+def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
+    return validation.parse(Scenario, data, source=source, what="scenario")
+
+
+def load(path: str | pathlib.Path) -> Scenario:
+    path = pathlib.Path(path)
+    return parse(validation.read_yaml(path, what="scenario"), source=str(path))
+
+
+def bundled_dir() -> pathlib.Path:
+    """The bundled scenarios, as package data (harness/scenarios links to scenarios/)."""
+    return pathlib.Path(str(importlib.resources.files("harness") / "scenarios"))
+
+
+def load_all(directory: str | pathlib.Path | None = None) -> list[Scenario]:
+    directory = pathlib.Path(directory) if directory else bundled_dir()
+    return [load(path) for path in sorted(directory.glob("*.yaml"))]
+
+
+def find(name_or_path: str) -> Scenario:
+    """A bundled scenario by name, or a scenario file by path."""
+    candidate = pathlib.Path(name_or_path)
+    if candidate.suffix in {".yaml", ".yml"} or candidate.exists():
+        return load(candidate)
+    bundled = bundled_dir() / f"{name_or_path}.yaml"
+    if bundled.exists():
+        return load(bundled)
+    known = ", ".join(path.stem for path in sorted(bundled_dir().glob("*.yaml")))
+    raise errors.CrashcertError(f"unknown scenario {name_or_path!r}; bundled: {known}")

@@ -1,0 +1,144 @@
+"""Trial directories: everything needed to understand, re-check and rerun one trial.
+
+<out>/<scenario>/<label>/
+    scenario.yaml   the scenario as run
+    meta.json       seed, plan, command line, git revision, engine, timings
+    history.jsonl   the TrialHistory as JSON lines (header, events, ledgers, reports)
+    workers/*.log   each worker's output
+    verdicts.json   each invariant's verdict and evidence
+    repro.txt       one command that reruns exactly this trial
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+from typing import Any
+
+import yaml
+
+from harness import errors, provenance
+from harness.lab.postgres import dsn as pg_dsn
+from harness.trial import history
+
+HEADER_FIELDS = (
+    "trial_id",
+    "engine",
+    "scenario",
+    "plan",
+    "seed",
+    "declared_boundaries",
+    "run_key",
+    "run_id",
+    "started_at",
+    "workers_started_at",
+    "healed_at",
+    "finished_at",
+    "ended_at",
+    "harness_error",
+    "interrupted",
+)
+STREAMS = {
+    "event": "events",
+    "model": "model",
+    "tool": "tools",
+    "sink": "sink",
+    "report": "reports",
+}
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@#-]+", "_", text).strip("_") or "trial"
+
+
+def write_history(path: pathlib.Path, trial: history.TrialHistory) -> None:
+    data = trial.model_dump(mode="json")
+    with path.open("w") as out:
+        header = {"type": "header", **{name: data[name] for name in HEADER_FIELDS}}
+        out.write(json.dumps(header) + "\n")
+        for line_type, field in STREAMS.items():
+            for item in data[field]:
+                out.write(json.dumps({"type": line_type, "item": item}) + "\n")
+        if data["engine_tables"] is not None:
+            out.write(json.dumps({"type": "engine_tables", "tables": data["engine_tables"]}) + "\n")
+
+
+def read_history(path: pathlib.Path) -> history.TrialHistory:
+    fields: dict[str, Any] = {field: [] for field in STREAMS.values()}
+    fields["engine_tables"] = None
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as error:
+        raise errors.CrashcertError(f"{path}: cannot read history: {error}") from None
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+            kind = record["type"]
+            if kind == "header":
+                fields.update({key: value for key, value in record.items() if key != "type"})
+            elif kind == "engine_tables":
+                fields["engine_tables"] = record["tables"]
+            else:
+                fields[STREAMS[kind]].append(record["item"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise errors.CrashcertError(f"{path}:{number}: not a history line: {error}") from None
+    try:
+        return history.TrialHistory.model_validate(fields)
+    except ValueError as error:
+        raise errors.CrashcertError(f"{path}: invalid history: {error}") from None
+
+
+def write_trial(
+    directory: pathlib.Path,
+    trial: history.TrialHistory,
+    *,
+    verdicts: list[dict[str, Any]],
+    verdict: str,
+    repro: str,
+) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "scenario.yaml").write_text(
+        yaml.safe_dump(trial.scenario.model_dump(mode="json"), sort_keys=False)
+    )
+    meta = {
+        "trial_id": trial.trial_id,
+        "engine": trial.engine,
+        "scenario": trial.scenario.name,
+        "plan": [step.model_dump(mode="json") for step in trial.plan],
+        "seed": trial.seed,
+        # Stored for anyone who can read the trial: a --pg-dsn password must not come along.
+        "command_line": pg_dsn.redact_argv(sys.argv),
+        "crashcert_version": provenance.version(),
+        "git_revision": provenance.git_revision(),
+        "verdict": verdict,
+        "interrupted": trial.interrupted,
+        "duration_s": round(trial.ended_at - trial.started_at, 3),
+    }
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_history(directory / "history.jsonl", trial)
+    (directory / "verdicts.json").write_text(
+        json.dumps({"verdict": verdict, "invariants": verdicts}, indent=2) + "\n"
+    )
+    (directory / "repro.txt").write_text(repro + "\n")
+
+
+def read_meta(directory: pathlib.Path) -> dict[str, Any]:
+    try:
+        data = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError) as error:
+        raise errors.CrashcertError(f"{directory}: not a trial directory: {error}") from None
+    if not isinstance(data, dict):
+        raise errors.CrashcertError(f"{directory}: meta.json is not an object")
+    return data
+
+
+def find_trials(root: pathlib.Path) -> list[pathlib.Path]:
+    """A trial directory, or every trial directory below `root`."""
+    if (root / "history.jsonl").exists():
+        return [root]
+    found = sorted(path.parent for path in root.rglob("history.jsonl"))
+    if not found:
+        raise errors.CrashcertError(f"{root}: no trial directory (history.jsonl) found")
+    return found

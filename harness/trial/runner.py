@@ -1,0 +1,397 @@
+"""One trial end to end: a fresh database and world, workers under a fault plan, a verdict.
+
+The runner only wires the roles together: the world records what happened outside, the
+control channel records boundary hits, the nemesis applies the plan, the checkers judge
+the resulting history, and the store writes it all to the trial directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pathlib
+import shlex
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic
+
+from harness import checkers, errors
+from harness.campaigns import interrupt
+from harness.checkers import verdict as verdict_module
+from harness.contract import control, run_report
+from harness.faults import blackbox
+from harness.faults import nemesis as nemesis_module
+from harness.faults import plan as plan_module
+from harness.lab import launcher as launcher_module
+from harness.lab import proxy_audit
+from harness.lab import shared as lab_module
+from harness.lab.postgres import dsn as pg_dsn
+from harness.scenario import schema as scenario_module
+from harness.trial import artifacts as store
+from harness.trial import history
+from harness.trial import recorder as recorder_module
+from harness.world import world as world_module
+
+log = logging.getLogger(__name__)
+
+# How often the runner asks the engine for a report when no run.finished signal came.
+REPORT_POLL_S = 2.0
+# A black-box engine sends no run.finished signal: its reports are the only sign of the end.
+BLACK_BOX_POLL_S = 1.0
+# Allowance on top of the scenario deadline for recovery: a few leases.
+LEASES_OF_SLACK = 4
+# Worker logs live in this subdirectory of the trial directory.
+WORKER_LOGS = "workers"
+# What of a crashed worker's log goes into the history (the whole log stays in WORKER_LOGS).
+LOG_TAIL_LINES = 12
+LOG_TAIL_BYTES = 8192
+LOG_LINE_CHARS = 400
+
+
+class TrialSpec(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    scenario: scenario_module.Scenario
+    plan: list[history.FaultStep] = pydantic.Field(default_factory=list)
+    seed: int = 0
+    label: str = "baseline"
+    # A standby worker is running from the start, so recovery costs no process start-up.
+    initial_workers: int = 2
+    # How the user named scenario and engine, for the reproduction command.
+    scenario_ref: str | None = None
+    engine_ref: str = "reference"
+
+    @classmethod
+    def under(
+        cls, scenario: scenario_module.Scenario, faults: Sequence[str], **fields: Any
+    ) -> TrialSpec:
+        """The scenario under faults written as text (`kill@tool.returned#2`), labelled so."""
+        steps = [plan_module.parse_fault(text) for text in faults]
+        return cls(scenario=scenario, plan=steps, label=plan_module.plan_label(steps), **fields)
+
+
+class TrialOutcome(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+
+    spec: TrialSpec
+    history: history.TrialHistory
+    results: list[verdict_module.CheckResult]
+    verdict: verdict_module.Verdict
+    directory: pathlib.Path
+    repro: str
+
+    @property
+    def failing(self) -> list[verdict_module.CheckResult]:
+        return [r for r in self.results if r.verdict is not verdict_module.Verdict.PASS]
+
+
+def repro_command(spec: TrialSpec, *, trial: history.TrialHistory | None = None) -> str:
+    """One command that reruns the trial. With its history, a time kill reruns at the world
+    point it landed after (blackbox.rerun_step); the plan and label keep the time point."""
+    argv = ["crashcert", "run", "--engine", spec.engine_ref]
+    argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
+    for step in spec.plan:
+        rerun = step if trial is None else blackbox.rerun_step(trial, step)
+        argv += ["--fault", rerun.label()]
+    argv += ["--seed", str(spec.seed)]
+    return shlex.join(argv)
+
+
+def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.RunInput:
+    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+    return run_report.RunInput(
+        run_key=run_key,
+        messages=[
+            {"role": "system", "content": scenario.input.system},
+            {"role": "user", "content": f"{user}\n\n{world_module.run_marker(run_key)}"},
+        ],
+        budgets=scenario.budgets,
+    )
+
+
+def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
+    trial_id = uuid.uuid4().hex[:10]
+    directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    trial = history.TrialHistory(
+        trial_id=trial_id,
+        engine=lab.engine.name,
+        scenario=spec.scenario,
+        plan=spec.plan,
+        seed=spec.seed,
+        declared_boundaries=list(blackbox.declared_boundaries(lab.engine)),
+        run_key=f"{spec.scenario.name}-{trial_id}",
+        started_at=time.time(),
+    )
+    restarts_postgres = any(step.action == "pg_restart" for step in spec.plan)
+    try:
+        with lab.gate.hold(exclusive=restarts_postgres):
+            _execute(lab, spec, trial, directory)
+    except KeyboardInterrupt:
+        trial.interrupted = interrupt.NOTE
+        _finish(trial, spec, directory)  # stored as interrupted, then the stop goes on
+        raise
+    except Exception as error:  # the harness or the environment broke: ERROR, never PASS
+        if interrupt.requested():
+            trial.interrupted = interrupt.NOTE  # what broke was torn down by the stop
+        else:
+            log.exception("trial %s failed to run", trial_id)
+            trial.harness_error = f"{type(error).__name__}: {error}"
+    return _finish(trial, spec, directory)
+
+
+def _finish(
+    trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path
+) -> TrialOutcome:
+    """Judge the trial and store its directory."""
+    trial.ended_at = time.time()
+    results, verdict = judge(trial)
+    repro = repro_command(spec, trial=trial)
+    store.write_trial(
+        directory,
+        trial,
+        verdicts=[result.model_dump(mode="json") for result in results],
+        verdict=verdict.value,
+        repro=repro,
+    )
+    return TrialOutcome(
+        spec=spec,
+        history=trial,
+        results=results,
+        verdict=verdict,
+        directory=directory,
+        repro=repro,
+    )
+
+
+def judge(
+    trial: history.TrialHistory,
+) -> tuple[list[verdict_module.CheckResult], verdict_module.Verdict]:
+    """Every invariant (black-box aware) plus plan.applied, and the trial's verdict: the
+    same judgement live and when a stored trial is analysed again."""
+    results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
+    results.append(_plan_result(trial))
+    return results, checkers.trial_verdict(trial, results)
+
+
+def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
+    """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE."""
+    applied = {fault.step for fault in trial.faults() if fault.ok}
+    missing = [step.label() for step in trial.plan if step.label() not in applied]
+    failed = [f"{fault.step}: {fault.note}" for fault in trial.faults() if not fault.ok]
+    if not missing:
+        return verdict_module.CheckResult(
+            invariant="plan.applied",
+            verdict=verdict_module.Verdict.PASS,
+            summary=f"{len(trial.plan)} planned fault(s) applied",
+        )
+    return verdict_module.CheckResult(
+        invariant="plan.applied",
+        verdict=verdict_module.Verdict.INCONCLUSIVE,
+        summary=f"planned fault(s) never applied: {', '.join(missing)}",
+        evidence=[*failed, "the boundary was never reached or the fault could not be applied"],
+    )
+
+
+def _execute(
+    lab: lab_module.Lab,
+    spec: TrialSpec,
+    trial: history.TrialHistory,
+    directory: pathlib.Path,
+) -> None:
+    engine = lab.engine
+    database = f"cc_trial_{trial.trial_id}"
+    dsn = lab.clone_database(database)
+    with contextlib.ExitStack() as stack:
+        stack.callback(_quietly, lab.drop_database, database)
+        world = world_module.World(spec.scenario)
+        world.start()
+        stack.callback(world.stop)
+        recorder = recorder_module.Recorder(world.counter)
+        proxies = _Proxies(lab, dsn, prefix=database)
+        stack.callback(proxies.close)
+        directory.mkdir(parents=True, exist_ok=True)
+        server = control.ControlServer(recorder).start()
+        stack.callback(server.stop)
+        launcher = launcher_module.Launcher(
+            engine,
+            world_env=world.env(),
+            control_path=server.path if engine.boundaries else None,
+            dsn_for_worker=proxies.dsn_for,
+            log_dir=directory / WORKER_LOGS,
+            recorder=recorder,
+            trial_id=trial.trial_id,
+            forkserver=lab.forkserver,
+        )
+        nemesis = nemesis_module.Nemesis(
+            spec.plan,
+            launcher=launcher,
+            recorder=recorder,
+            proxies=proxies,
+            pg=lab.pg,
+            lease_s=engine.lease_ms / 1000.0,
+            dsn=dsn,
+        )
+        server.set_policy(nemesis.on_hit)
+        stack.callback(nemesis.close)  # runs first: heal everything before anything stops
+        trigger = None
+        if blackbox.wanted(engine, spec.plan):
+            trigger = blackbox.WorldTrigger(
+                world,
+                spec.plan,
+                run_key=trial.run_key,
+                recorder=recorder,
+                launcher=launcher,
+                policy=nemesis.on_hit,
+            ).install()
+        try:
+            run_id = engine.submit(dsn, build_input(spec.scenario, trial.run_key))
+            trial.run_id = run_id
+            for _ in range(spec.initial_workers):
+                launcher.start()
+            trial.workers_started_at = time.time()
+            _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
+        finally:
+            if trigger is not None:
+                trigger.close()  # first: no late world kill or fresh worker after this
+            try:
+                nemesis.close()
+                _record_crashes(launcher, recorder, replace=False)  # died since the last look
+            finally:
+                launcher.close()
+            trial.events = recorder.events()
+            faults = trial.faults()
+            trial.healed_at = max(fault.t for fault in faults) if faults else None
+            snapshot = world.snapshot()
+            trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
+        if trial.run_id is not None:
+            trial.reports.append(engine.report(dsn, trial.run_id))
+            trial.engine_tables = engine.export(dsn, trial.run_id)
+        if server.protocol_errors:
+            raise errors.CrashcertError("; ".join(server.protocol_errors[:3]))
+
+
+def _wait_terminal(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    server: control.ControlServer,
+    launcher: launcher_module.Launcher,
+    recorder: recorder_module.Recorder,
+    spec: TrialSpec,
+) -> None:
+    """Wait for run.finished (a signal), asking for reports now and then as a fallback."""
+    assert trial.run_id is not None
+    run_id = trial.run_id
+    slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
+    deadline = time.monotonic() + spec.scenario.deadline_s + slack
+
+    def finished(hit: history.BoundaryHit) -> bool:
+        return hit.point == "run.finished" and hit.run_id == run_id
+
+    while time.monotonic() < deadline:
+        interrupt.check()
+        poll = REPORT_POLL_S if engine.boundaries else BLACK_BOX_POLL_S
+        timeout = min(poll, max(0.0, deadline - time.monotonic()))
+        hit = server.wait_for(finished, timeout=timeout)
+        if hit is not None:
+            trial.finished_at = hit.t
+            break
+        _record_crashes(launcher, recorder, replace=True)
+        try:
+            report = engine.report(dsn, run_id)
+        except errors.CrashcertError as error:
+            # Postgres may be down on purpose (a restart not yet healed): not yet, not broken.
+            log.info("run report unavailable, asking again: %s", error)
+            continue
+        trial.reports.append(report)
+        if report.terminal:
+            trial.finished_at = time.time()
+            break
+
+
+def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:
+    """Replace workers that died on their own, recording nothing (harness/campaigns/soak.py)."""
+    _record_crashes(launcher, None, replace=True)
+
+
+def _record_crashes(
+    launcher: launcher_module.Launcher,
+    recorder: recorder_module.Recorder | None,
+    *,
+    replace: bool,
+) -> None:
+    """A worker that died on its own (not killed by us) is replaced, as a supervisor would
+    (`replace`, while the run goes on). One that died with a non-zero status is recorded as
+    crashed with the tail of its log, so the verdict can point at what broke."""
+    for worker in launcher.workers.all():
+        if worker.alive or worker.killed or worker.replaced:
+            continue
+        worker.replaced = True
+        if worker.returncode and recorder is not None:
+            recorder.append(
+                history.WorkerEvent(
+                    event="crashed",
+                    worker_id=worker.worker_id,
+                    pid=worker.pid,
+                    returncode=worker.returncode,
+                    log=f"{WORKER_LOGS}/{worker.log_path.name}",
+                    log_tail=log_tail(worker.log_path),
+                )
+            )
+        if replace:
+            launcher.start()
+
+
+def log_tail(path: pathlib.Path) -> list[str]:
+    """The last lines of a worker's log, each cut short and scrubbed of DSN secrets."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            data = log.read()
+    except OSError as error:
+        return [f"(log unreadable: {error})"]
+    lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line.strip()][-LOG_TAIL_LINES:]
+    return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
+
+
+class _Proxies:
+    """One Toxiproxy proxy per worker, so a database fault can hit one worker alone."""
+
+    def __init__(self, lab: lab_module.Lab, dsn: str, *, prefix: str) -> None:
+        self._lab = lab
+        self._dsn = dsn
+        self._prefix = prefix
+        self._since = time.monotonic()
+        self.by_worker: dict[str, Any] = {}
+
+    def dsn_for(self, worker_id: str) -> str:
+        if self._lab.toxiproxy is None:
+            return self._dsn
+        proxy = self._lab.toxiproxy.create(
+            f"{self._prefix}-{worker_id}", upstream=f"{self._lab.pg.host}:{self._lab.pg.port}"
+        )
+        self.by_worker[worker_id] = proxy
+        return str(proxy.dsn_through(self._dsn))
+
+    def close(self) -> None:
+        """Audit the server first (tampering raises: the trial's harness error), then delete."""
+        try:
+            if self._lab.toxiproxy is not None:
+                proxy_audit.check_trial(
+                    self._lab.toxiproxy, self.by_worker.values(), since=self._since
+                )
+        finally:
+            for proxy in self.by_worker.values():
+                _quietly(proxy.delete)
+
+
+def _quietly(function: Any, *args: Any) -> None:
+    try:
+        function(*args)
+    except Exception as error:  # cleanup must not hide the trial's own outcome
+        log.debug("cleanup step failed: %s", error)

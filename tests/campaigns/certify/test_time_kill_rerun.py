@@ -1,0 +1,85 @@
+"""A time kill's rerun line reproduces the trial: it strikes at the world event the kill
+landed after, not at the same wall-clock offset (which lands elsewhere on another run)."""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any, cast
+
+from harness.faults import blackbox, plan
+from harness.trial import history, recorder
+from harness.trial import runner as trial_module
+from harness.world import hooks, ledger
+from tests.checkers import builders
+
+TIME_KILL = "kill@time:+0.01s"
+WAIT_S = 10.0
+
+
+class _Launcher:
+    """No live worker: a time kill strikes every live one (none) and starts a fresh one."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.workers = types.SimpleNamespace(alive=lambda: [])
+
+    def start(self) -> None:
+        self.started.set()
+
+
+def _struck_history() -> history.TrialHistory:
+    """A live WorldTrigger: a tool effect, then the run's first model answer (which arms the
+    time kill), then the kill; nothing else happens in the world before it strikes."""
+    world = types.SimpleNamespace(
+        hooks=hooks.WorldHooks(),
+        model_url="http://127.0.0.1:1/v1",
+        tools_url="http://127.0.0.1:2",
+        reply_url="http://127.0.0.1:3",
+    )
+    launcher = _Launcher()
+    record = recorder.Recorder()
+    steps = [plan.parse_fault(TIME_KILL)]
+    trigger = blackbox.WorldTrigger(
+        cast(Any, world), steps, run_key=builders.RUN_KEY, recorder=record,
+        launcher=cast(Any, launcher), policy=lambda hit: None,
+    ).install()  # fmt: skip
+    try:
+        effect = ledger.ToolEffect(seq=4, tool="lookup_order", key="k", arguments={}, request_seq=3)
+        world.hooks.tool_effect_applied(effect)
+        answer = ledger.ModelRequest(
+            seq=7, run_key=builders.RUN_KEY, turn=0, messages=[], status_code=200
+        )
+        world.hooks.model_answered(answer)
+        assert launcher.started.wait(WAIT_S), "the time kill never struck"
+    finally:
+        trigger.close()
+    return builders.Trial().build().model_copy(update={"plan": steps, "events": record.events()})
+
+
+def test_a_time_kill_records_the_world_event_it_landed_after() -> None:
+    trial = _struck_history()
+    hit = next(h for h in trial.boundary_hits() if h.point == "time:+0.01s")
+    assert hit.detail == {"after_world_point": "world:model.answered#1", "after_ledger_seq": 7}
+    (fault,) = trial.faults()
+    assert fault.step == "kill@time:+0.01s#1" and fault.ok
+    assert fault.note.endswith("landed after world:model.answered#1 (world ledger seq 7)"), (
+        fault.note
+    )
+
+
+def test_the_rerun_line_strikes_at_that_world_event_and_the_label_keeps_the_time() -> None:
+    trial = _struck_history()
+    spec = trial_module.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
+    assert spec.label == "kill@time:+0.01s#1"  # the record keeps the wall-clock point
+    assert trial_module.repro_command(spec, trial=trial) == (
+        "crashcert run --engine e.yaml --scenario refund "
+        "--fault 'kill@world:model.answered#1' --seed 0"
+    )
+
+
+def test_a_time_kill_that_never_struck_reruns_as_planned() -> None:
+    spec = trial_module.TrialSpec.under(builders.refund_scenario(), [TIME_KILL])
+    assert "--fault 'kill@time:+0.01s#1'" in trial_module.repro_command(
+        spec, trial=builders.clean()
+    )

@@ -1,0 +1,37 @@
+"""The bundled incident classes, and fault params in the fault syntax (same_worker_id)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checkers import facts
+from harness.faults import plan
+from harness.scenario import schema as scenario
+
+INCIDENTS = sorted(scenario.bundled_dir().glob("incident_*.yaml"))
+
+
+def test_five_incident_classes_are_bundled() -> None:
+    assert len(INCIDENTS) == 5
+
+
+@pytest.mark.parametrize("path", INCIDENTS, ids=lambda path: path.stem)
+def test_each_names_its_class_and_sets_faults(path) -> None:
+    loaded = scenario.load(path)
+    assert loaded.note.startswith("Public incident class:")
+    assert loaded.faults
+    assert [plan.parse_fault(text).label() for text in loaded.faults] == loaded.faults
+
+
+def test_fault_params_round_trip_through_the_label() -> None:
+    step = plan.parse_fault("kill@tool.started#1?same_worker_id=true&heal_after_s=2.5")
+    assert step.params == {"same_worker_id": True, "heal_after_s": 2.5}
+    assert step.label() == "kill@tool.started#1?heal_after_s=2.5&same_worker_id=true"
+    assert plan.parse_fault(step.label()) == step
+    assert plan.parse_fault("kill@tool.started").label() == "kill@tool.started#1"
+    assert facts.parse_step(step.label()) == ("kill", "tool.started", 1)
+
+
+def test_bad_params_are_refused() -> None:
+    with pytest.raises(Exception, match="NAME=VALUE"):
+        plan.parse_fault("kill@tool.started#1?same_worker_id")

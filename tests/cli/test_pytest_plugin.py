@@ -1,0 +1,45 @@
+"""The pytest plugin: a team's test expands into crash-matrix cases and fails with reruns."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from harness.lab import toxiproxy_server
+
+pytest_plugins = ["pytester"]
+pytestmark = [pytest.mark.matrix, pytest.mark.postgres]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Read before pytester gives the inner session a HOME of its own.
+TOXIPROXY_CACHE = str(toxiproxy_server.cache_dir())
+
+TEAM_TEST = """
+import pytest
+
+@pytest.mark.crashcert(engine={engine!r}, scenarios=["sink_no_query"], points={points!r})
+def test_crash_matrix(crashcert_case):
+    crashcert_case.check()
+"""
+
+
+def _run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, engine: str, points: list[str]
+) -> pytest.RunResult:
+    # pytester gives the inner session its own HOME: point it at our Toxiproxy cache.
+    monkeypatch.setenv("CRASHCERT_CACHE", TOXIPROXY_CACHE)
+    pytester.makepyfile(test_team=TEAM_TEST.format(engine=engine, points=points))
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=600)
+
+
+def test_the_marker_expands_into_cases_and_the_reference_engine_passes(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, "reference", ["reply.sent", "tool.started"])
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_crash_matrix?sink_no_query-reply.sent? PASSED*"])
+
+
+def test_a_broken_engine_fails_with_its_rerun_command(pytester, monkeypatch):
+    engine = str(ROOT / "tests" / "quality" / "engines" / "resend_reply.yaml")
+    result = _run(pytester, monkeypatch, engine, ["reply.sent"])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*reply.single_delivery*", "*rerun: crashcert run --engine*"])
