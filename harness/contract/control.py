@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import socketserver
 import tempfile
 import threading
@@ -163,14 +162,3 @@ def _handler_for(server: ControlServer) -> type[socketserver.StreamRequestHandle
 def _short_tmpdir() -> str:
     tmpdir = tempfile.gettempdir()
     return tmpdir if len(tmpdir.encode()) <= MAX_TMPDIR_BYTES else "/tmp"
-
-
-def probe(path: str, *, timeout: float = 1.0) -> bool:
-    """True when something listens on `path` (used by tests)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except OSError:
-            return False
-        return True

@@ -124,16 +124,6 @@ def write_trial(
     (directory / "repro.txt").write_text(repro + "\n")
 
 
-def read_meta(directory: pathlib.Path) -> dict[str, Any]:
-    try:
-        data = json.loads((directory / "meta.json").read_text())
-    except (OSError, ValueError) as error:
-        raise errors.CrashcertError(f"{directory}: not a trial directory: {error}") from None
-    if not isinstance(data, dict):
-        raise errors.CrashcertError(f"{directory}: meta.json is not an object")
-    return data
-
-
 def find_trials(root: pathlib.Path) -> list[pathlib.Path]:
     """A trial directory, or every trial directory below `root`."""
     if (root / "history.jsonl").exists():
