@@ -98,7 +98,7 @@ class Certification:
     def verdict_of(self, invariant: str, trials: list[CertTrial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
         chosen = self.trials if trials is None else trials
-        return matrix_module.worst([trial.verdict(invariant) for trial in chosen])
+        return verdict_module.worst(trial.verdict(invariant) for trial in chosen)
 
     @property
     def held(self) -> set[str]:
@@ -259,7 +259,7 @@ def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verd
 
 
 def _first_problem(cert: Certification, invariant: str) -> str:
-    for wanted in (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE):
+    for wanted in (v for v in verdict_module.SEVERITY if v is not Verdict.PASS):
         for trial in cert.trials:
             result = trial.result(invariant)
             if result is not None and result.verdict is wanted:
@@ -413,9 +413,7 @@ def to_markdown(cert: Certification) -> str:
         "|---|---|" + "---|" * len(classes),
     ]
     for invariant in cert.invariants:
-        cells = [
-            terminal.counts(_class_verdicts(cert, invariant, name)).plain for name in classes
-        ]
+        cells = [terminal.counts(_class_verdicts(cert, invariant, name)).plain for name in classes]
         lines.append(
             f"| {invariant} | {cert.verdict_of(invariant).value} | " + " | ".join(cells) + " |"
         )

@@ -31,7 +31,7 @@ class MatrixResult:
         verdicts = [outcome.verdict for outcome in self.outcomes]
         if self.unreached:
             verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
-        return worst(verdicts)
+        return verdict_module.worst(verdicts)
 
 
 def run_matrix(
@@ -94,18 +94,3 @@ class _Counter:
             self._done += 1
             if self._progress:
                 self._progress(outcome, self._done, None)
-
-
-# FAIL is the most important news, then ERROR, then INCONCLUSIVE (as checkers.combine).
-_RANK = {
-    verdict_module.Verdict.PASS: 0,
-    verdict_module.Verdict.INCONCLUSIVE: 1,
-    verdict_module.Verdict.ERROR: 2,
-    verdict_module.Verdict.FAIL: 3,
-}
-
-
-def worst(verdicts: list[verdict_module.Verdict]) -> verdict_module.Verdict:
-    if not verdicts:
-        return verdict_module.Verdict.ERROR
-    return max(verdicts, key=_RANK.__getitem__)

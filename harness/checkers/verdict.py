@@ -24,6 +24,15 @@ class Verdict(enum.StrEnum):
 
 
 _EXIT_CODES = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INCONCLUSIVE: 2, Verdict.ERROR: 3}
+# Worst first, the one order of verdicts: a FAIL is news about the engine, an ERROR says the
+# harness broke, an INCONCLUSIVE proves nothing either way. Grids, counts and sorts follow it.
+SEVERITY: tuple[Verdict, ...] = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.PASS)
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    """The first of SEVERITY among `verdicts`; none at all is an ERROR (nothing was judged)."""
+    seen = set(verdicts)
+    return next((verdict for verdict in SEVERITY if verdict in seen), Verdict.ERROR)
 
 
 class CheckResult(pydantic.BaseModel):
@@ -43,13 +52,7 @@ class CheckResult(pydantic.BaseModel):
 
 def combine(results: Iterable[CheckResult]) -> Verdict:
     """Any FAIL wins, then ERROR, then INCONCLUSIVE; nothing checked is an ERROR."""
-    verdicts = {result.verdict for result in results}
-    if not verdicts:
-        return Verdict.ERROR
-    for verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE):
-        if verdict in verdicts:
-            return verdict
-    return Verdict.PASS
+    return worst(result.verdict for result in results)
 
 
 def decide(

@@ -42,7 +42,8 @@ def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenar
 @click.group()
 @click.version_option(version=provenance.version(), prog_name="crashcert")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the harness does.")
-def main(verbose: bool) -> None:
+@cli_options.isolation_option
+def main(verbose: bool, isolation: str) -> None:
     """crashcert: prove that an AI execution engine survives crashes."""
     global _verbose
     _verbose = verbose
@@ -86,8 +87,11 @@ def matrix(
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
     out_dir = cli_options.new_out_dir(out)
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        console.print(
+            f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
+        )
         with rich.progress.Progress(
             rich.progress.SpinnerColumn(),
             rich.progress.TextColumn("{task.description}"),
@@ -183,7 +187,9 @@ def run(
         scenario_ref=scenario_name,
         engine_ref=engine_ref,
     )
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
@@ -208,7 +214,7 @@ def analyze(directory: str) -> None:
         terminal.print_results(console, results, verdict)
         if trial.interrupted:
             console.print(terminal.line(("INTERRUPTED", "yellow"), f": {trial.interrupted}"))
-    sys.exit(matrix_module.worst(verdicts).exit_code)
+    sys.exit(verdict_module.worst(verdicts).exit_code)
 
 
 @main.group(invoke_without_command=True)
@@ -286,7 +292,9 @@ def soak(
     engine = commands.find(engine_ref)
     scenario = scenario_module.find(scenario_name)
     console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         result = soak_module.run_soak(
             lab,
             scenario,
@@ -312,7 +320,7 @@ def toxiproxy(action: str) -> None:
 
 def entry() -> None:
     try:
-        main(standalone_mode=False)
+        main(standalone_mode=False, obj=cli_options.ProcessOwner())
     except errors.CrashcertError as error:
         click.echo(f"crashcert: {pg_dsn.redact_text(str(error))}", err=True)
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
@@ -390,9 +398,11 @@ def explore(
             )
         )
 
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(
-            f"engine {engine.name}: {lab.toxiproxy_note}; seed {seed}; trials in {out_dir}"
+            f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; seed {seed}; "
+            f"trials in {out_dir}"
         )
         result = explore_module.explore(
             lab,
@@ -479,8 +489,11 @@ def certify(
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
     out_dir = cli_options.new_out_dir(out)
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        console.print(f"certifying {engine.name}: {lab.toxiproxy_note}; trials in {out_dir}")
+        console.print(
+            f"certifying {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
+        )
         result = certify_module.certify(
             lab,
             scenarios,

@@ -22,8 +22,6 @@ STYLE = {
     Verdict.INCONCLUSIVE: "yellow",
     Verdict.ERROR: "bold magenta",
 }
-# Worst first: the order counts are listed in, wherever verdicts are summed up.
-COUNT_ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.INCONCLUSIVE, Verdict.PASS)
 CI_WIDTH = 160
 Part = str | tuple[str, str] | rich.text.Text
 
@@ -48,7 +46,7 @@ def counts(verdicts: Iterable[Verdict]) -> rich.text.Text:
     """`F1 P3`: trials per verdict, worst first, each in its colour; `-` for none."""
     counted = collections.Counter(verdicts)
     parts: list[Part] = []
-    for value in COUNT_ORDER:
+    for value in verdict_module.SEVERITY:
         if counted[value]:
             parts += [" "] if parts else []
             parts.append(verdict(value, f"{value.value[0]}{counted[value]}"))

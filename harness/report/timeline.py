@@ -37,13 +37,6 @@ TEMPLATES = pathlib.Path(__file__).resolve().parent / "templates"
 SEQ_MENTION = re.compile(r"\bseq\s+\[?((?:\d+(?:,\s*)?)+)")
 # Faults that live in the Postgres lane rather than in the lane of the worker that hit the point.
 SERVER_FAULTS = frozenset({"pg_restart", "pg_start"})
-# The order of verdicts in grids and summaries: the most important news first.
-VERDICT_ORDER = (
-    verdict_module.Verdict.FAIL,
-    verdict_module.Verdict.ERROR,
-    verdict_module.Verdict.INCONCLUSIVE,
-    verdict_module.Verdict.PASS,
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -382,7 +375,7 @@ def matrix_page(
         tds = []
         for name in scenarios:
             items = sorted(
-                cells.get((name, point), []), key=lambda v: VERDICT_ORDER.index(v.verdict)
+                cells.get((name, point), []), key=lambda v: verdict_module.SEVERITY.index(v.verdict)
             )
             inner = " ".join(
                 f'<a class="trial-link verdict {_e(v.verdict.value)}" href="#{_e(v.anchor)}" '
@@ -398,14 +391,14 @@ def matrix_page(
     head = "".join(f'<th scope="col">{_e(name)}</th>' for name in scenarios)
     counts = collections.Counter(view.verdict for view in views)
     overall = _overall(views, unreached)
-    summary = ", ".join(f"{counts[v]} {v.value}" for v in VERDICT_ORDER if counts[v])
+    summary = ", ".join(f"{counts[v]} {v.value}" for v in verdict_module.SEVERITY if counts[v])
     unreached_html = (
         f'<p class="unreached">{_verdict_badge("INCONCLUSIVE")} declared but never reached by '
         f"any scenario: {_e(', '.join(unreached))}</p>"
         if unreached
         else ""
     )
-    ordered = sorted(views, key=lambda v: VERDICT_ORDER.index(v.verdict))
+    ordered = sorted(views, key=lambda v: verdict_module.SEVERITY.index(v.verdict))
     sections = "".join(
         f'<details class="trial-box"{"" if v.verdict is verdict_module.Verdict.PASS else " open"}>'
         f"<summary>{_e(v.history.scenario.name)} · {_e(v.label)} {_verdict_badge(v.verdict)}"
@@ -424,13 +417,10 @@ def matrix_page(
 
 
 def _overall(views: list[TrialView], unreached: list[str] | None) -> verdict_module.Verdict:
-    verdicts = {view.verdict for view in views}
+    verdicts = [view.verdict for view in views]
     if unreached:
-        verdicts.add(verdict_module.Verdict.INCONCLUSIVE)
-    for verdict in VERDICT_ORDER:
-        if verdict in verdicts:
-            return verdict
-    return verdict_module.Verdict.ERROR
+        verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
+    return verdict_module.worst(verdicts)
 
 
 # -- files ---------------------------------------------------------------------------------
