@@ -88,7 +88,9 @@ def replay(
         scenario, scenario.faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
     )
     engine = commands.find(engine_ref)
+    network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+        console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from harness.lab import isolation
+
 DEFAULT_OUT = "crashcert-trials"
 REFERENCE = "reference"
 SCENARIO_SUFFIXES = (".yaml", ".yml")
@@ -81,6 +83,33 @@ def engine_option(function: Any) -> Any:
     )(function)
 
 
+class ProcessOwner:
+    """The root context's obj when crashcert is the program (`entry`), not a library call."""
+
+
+def isolation_option(function: Any) -> Any:
+    return click.option(
+        "--isolation",
+        type=click.Choice(isolation.MODES),
+        default="auto",
+        show_default=True,
+        envvar="CRASHCERT_ISOLATION",
+        help="Give the lab a private network namespace no other local user can reach. auto: "
+        "when the lab owns every part (embedded Postgres); netns: or exit 3; off: for engines "
+        "that need outside network (a real model endpoint).",
+    )(function)
+
+
+def private_network(pg_dsn: str | None) -> isolation.State:
+    """Apply --isolation: call it before the verb's lab starts any thread or child."""
+    root = click.get_current_context().find_root()
+    return isolation.apply(
+        str(root.params.get("isolation") or "auto"),
+        pg_dsn=pg_dsn,
+        owns_process=isinstance(root.obj, ProcessOwner),
+    )
+
+
 def pg_option(function: Any) -> Any:
     return click.option(
         "--pg-dsn",
@@ -96,7 +125,11 @@ def scenario_option(*, multiple: bool = False, **kwargs: Any) -> Any:
     name = "scenario_names" if multiple else "scenario_name"
     help_text = "Scenario name or file" + (" (repeat)." if multiple else ".")
     return click.option(
-        "--scenario", name, multiple=multiple, callback=_scenario_callback, help=help_text,
+        "--scenario",
+        name,
+        multiple=multiple,
+        callback=_scenario_callback,
+        help=help_text,
         **kwargs,
     )
 
@@ -116,12 +149,8 @@ def file_option(flag: str, dest: str, help_text: str) -> Any:
 
 
 def directory_argument(name: str) -> Any:
-    return click.argument(
-        name, type=click.Path(exists=True, file_okay=False, resolve_path=True)
-    )
+    return click.argument(name, type=click.Path(exists=True, file_okay=False, resolve_path=True))
 
 
 def file_argument(name: str) -> Any:
-    return click.argument(
-        name, type=click.Path(exists=True, dir_okay=False, resolve_path=True)
-    )
+    return click.argument(name, type=click.Path(exists=True, dir_okay=False, resolve_path=True))

@@ -2,7 +2,7 @@
 
 <out>/<scenario>/<label>/
     scenario.yaml   the scenario as run
-    meta.json       seed, plan, command line, git revision, engine, timings
+    meta.json       seed, plan, command line, git revision, engine, timings, isolation
     history.jsonl   the TrialHistory as JSON lines (header, events, ledgers, reports)
     workers/*.log   each worker's output
     verdicts.json   each invariant's verdict and evidence
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from harness import errors, provenance
+from harness.lab import isolation
 from harness.lab.postgres import dsn as pg_dsn
 from harness.trial import history
 
@@ -112,6 +113,8 @@ def write_trial(
         "command_line": pg_dsn.redact_argv(sys.argv),
         "crashcert_version": provenance.version(),
         "git_revision": provenance.git_revision(),
+        # Whether the lab had a private network (harness/lab/isolation.py) or was reachable.
+        "isolation": isolation.current().used,
         "verdict": verdict,
         "interrupted": trial.interrupted,
         "duration_s": round(trial.ended_at - trial.started_at, 3),
