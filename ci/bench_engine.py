@@ -32,8 +32,7 @@ from harness.lab import postgres  # noqa: E402
 from harness.scenario import schema as scenario_module  # noqa: E402
 from harness.lab.postgres import admin  # noqa: E402
 from harness.world import world as world_module  # noqa: E402
-from reference_engine import inputs  # noqa: E402
-from reference_engine import store as store_module  # noqa: E402
+from reference_engine import commands, connection, inputs, migrations  # noqa: E402
 
 TRANSITION_EVENTS = (
     "run.claimed",
@@ -70,10 +69,10 @@ def make_input(world: world_module.World) -> inputs.RunInput:
 def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> dict[str, float]:
     scenario = scenario_module.find(scenario_name)
     with world_module.World(scenario) as world:
-        store = store_module.Store(dsn)
-        store.migrate()
+        db = connection.Connector(dsn)
+        migrations.migrate(db)
         for _ in range(runs):
-            store.create_run(make_input(world))
+            commands.create_run(db, make_input(world))
         env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHCERT_")}
         env.update(
             world.env(),
@@ -111,7 +110,7 @@ def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> di
             statuses: dict[str, int] = dict(
                 conn.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
             )
-        store.close()
+        db.close()
     transitions = int(row[0]) if row else 0
     return {
         "runs": runs,

@@ -8,43 +8,42 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference_engine import inputs
+from reference_engine import commands, connection, inputs, migrations, reads
 from reference_engine import report as report_module
-from reference_engine import store as store_module
 
 
-def _store(dsn: str) -> store_module.Store:
-    return store_module.Store(dsn, application_name="reference_engine adapter")
+def _connect(dsn: str) -> connection.Connector:
+    return connection.Connector(dsn, application_name="reference_engine adapter")
 
 
 def migrate(dsn: str) -> list[str]:
-    store = _store(dsn)
+    db = _connect(dsn)
     try:
-        return store.migrate()
+        return migrations.migrate(db)
     finally:
-        store.close()
+        db.close()
 
 
 def submit(dsn: str, run_input: dict[str, Any]) -> str:
     parsed = inputs.parse(json.dumps(run_input))
-    store = _store(dsn)
+    db = _connect(dsn)
     try:
-        return store.create_run(parsed)[0]
+        return commands.create_run(db, parsed)[0]
     finally:
-        store.close()
+        db.close()
 
 
 def report(dsn: str, run_id: str) -> dict[str, Any]:
-    store = _store(dsn)
+    db = _connect(dsn)
     try:
-        return report_module.build(store.load(run_id))
+        return report_module.build(reads.load(db, run_id))
     finally:
-        store.close()
+        db.close()
 
 
 def export(dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]]:
-    store = _store(dsn)
+    db = _connect(dsn)
     try:
-        return store.export(run_id)
+        return reads.export(db, run_id)
     finally:
-        store.close()
+        db.close()

@@ -13,11 +13,10 @@ import sys
 import threading
 from typing import Any
 
+from reference_engine import commands, connection, errors, maintenance, migrations, reads
 from reference_engine import config as config_module
-from reference_engine import errors
 from reference_engine import inputs as inputs_module
 from reference_engine import report as report_module
-from reference_engine import store as store_module
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -74,31 +73,32 @@ def _dispatch(args: argparse.Namespace, settings: config_module.Settings) -> int
         engine_worker = worker_module.Worker(settings)
         engine_worker.install_signals()
         return engine_worker.run(once=args.once)
-    store = store_module.Store(
-        settings.database_url,
-        redact=settings.redact,
-        application_name=f"reference_engine {args.command}",
+    db = connection.Connector(
+        settings.database_url, application_name=f"reference_engine {args.command}"
     )
+    redact = settings.redact
     try:
         if args.command == "migrate":
-            _print({"applied": store.migrate()})
+            _print({"applied": migrations.migrate(db)})
         elif args.command == "reconcile":
-            _reconcile(store, settings, once=args.once)
+            _reconcile(db, settings, once=args.once)
         elif args.command == "submit":
             text = sys.stdin.read() if args.input == "-" else _read(args.input)
-            run_id, created = store.create_run(inputs_module.parse(text))
+            run_id, created = commands.create_run(db, inputs_module.parse(text), redact=redact)
             _print({"run_id": run_id, "created": created})
         elif args.command == "status":
-            _print(report_module.build(store.load(args.run_id)))
+            _print(report_module.build(reads.load(db, args.run_id)))
         elif args.command == "export":
-            _print(store.export(args.run_id))
+            _print(reads.export(db, args.run_id))
         elif args.command == "cancel":
-            _print({"run_id": args.run_id, "result": store.request_cancel(args.run_id)})
+            result = commands.request_cancel(db, args.run_id, redact=redact)
+            _print({"run_id": args.run_id, "result": result})
         elif args.command in ("approve", "reject"):
-            result = store.decide_approval(args.command_id, approve=args.command == "approve")
+            approve = args.command == "approve"
+            result = commands.decide_approval(db, args.command_id, approve=approve, redact=redact)
             _print({"command_id": args.command_id, "result": result})
     finally:
-        store.close()
+        db.close()
     return EXIT_OK
 
 
@@ -110,14 +110,17 @@ def _read(path: str) -> str:
         raise errors.InvalidInput(f"cannot read {path}: {error}") from None
 
 
-def _reconcile(store: store_module.Store, settings: config_module.Settings, *, once: bool) -> None:
+def _reconcile(db: connection.Connector, settings: config_module.Settings, *, once: bool) -> None:
     stop = threading.Event()
     totals = {"reconciled": 0, "checkpoints_expired": 0}
     while True:
         try:
-            totals["reconciled"] += len(store.reconcile(backoff_ms=settings.backoff_ms))
+            changed = maintenance.reconcile(
+                db, redact=settings.redact, backoff_ms=settings.backoff_ms
+            )
+            totals["reconciled"] += len(changed)
             # retention in bounded batches, so one pass never holds locks for long
-            while (expired := store.expire_history(retention_s=settings.retention_s)) > 0:
+            while (expired := maintenance.expire_history(db, retention_s=settings.retention_s)) > 0:
                 totals["checkpoints_expired"] += expired
                 if once:
                     continue

@@ -1,6 +1,6 @@
 """What to do next, given a run's durable state: pure functions, no I/O.
 
-The worker loop is `state = store.load(run); action = next_action(state, known); execute`.
+The worker loop is `state = reads.load(run); action = next_action(state, known); execute`.
 Everything here is decided from durable state plus the few facts the worker holds in
 memory (`state.Known`); recovery after a crash is therefore the ordinary path.
 """

@@ -10,19 +10,18 @@ from __future__ import annotations
 import logging
 import threading
 
-from reference_engine import errors
-from reference_engine import store as store_module
+from reference_engine import connection, errors, leases
 
 logger = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    def __init__(self, dsn: str, lease: store_module.Lease, *, lease_ms: int) -> None:
+    def __init__(self, dsn: str, lease: leases.Lease, *, lease_ms: int) -> None:
         self.lease = lease
         self.lease_ms = lease_ms
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._store = store_module.Store(
+        self._db = connection.Connector(
             dsn,
             application_name=f"heartbeat {lease.worker_id}",
             idle_in_transaction_ms=max(2 * lease_ms, 1000),
@@ -36,13 +35,13 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=self.lease_ms / 1000.0 + 5)
-        self._store.close()
+        self._db.close()
 
     def _run(self) -> None:
         interval = self.lease_ms / 3000.0
         while not self._stop.wait(interval):
             try:
-                if not self._store.extend_lease(self.lease, self.lease_ms):
+                if not leases.extend(self._db, self.lease, self.lease_ms):
                     self.lost.set()
                     return
             except (errors.DatabaseUnavailable, errors.RetryableConflict) as error:

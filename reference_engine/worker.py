@@ -21,10 +21,19 @@ from typing import Any
 from reference_engine import boundary as boundary_module
 from reference_engine import checkpoint as checkpoint_module
 from reference_engine import config as config_module
-from reference_engine import decide, errors, model_client, services
+from reference_engine import (
+    connection,
+    decide,
+    errors,
+    leases,
+    maintenance,
+    model_client,
+    reads,
+    services,
+    transitions,
+)
 from reference_engine import heartbeat as heartbeat_module
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +52,7 @@ class Memo:
     tools_sent: set[str] = dataclasses.field(default_factory=set)
     reply_acked: bool = False
 
-    def known(self, lease: store_module.Lease) -> state_module.Known:
+    def known(self, lease: leases.Lease) -> state_module.Known:
         return state_module.Known(
             worker_id=lease.worker_id,
             lease_epoch=lease.epoch,
@@ -61,14 +70,13 @@ class Worker:
         self._lease_margin_s = settings.lease_ms / 1000.0 / 5
         self.stopping = threading.Event()
         self.reporter = boundary_module.Reporter(settings.control, worker_id=settings.worker_id)
-        self.store = store_module.Store(
+        self.db = connection.Connector(
             settings.database_url,
-            reporter=self.reporter,
-            redact=settings.redact,
             application_name=f"worker {settings.worker_id}",
             # a worker stopped inside a transaction must not hold the run's row forever
             idle_in_transaction_ms=max(2 * settings.lease_ms, 1000),
         )
+        self.runs = transitions.Transitions(self.db, reporter=self.reporter, redact=settings.redact)
         backoff = services.Backoff(
             settings.backoff_ms, settings.max_backoff_ms, settings.retry_limit
         )
@@ -102,8 +110,13 @@ class Worker:
         delay = self._db_backoff()
         while not self.stopping.is_set():
             try:
-                self.store.reconcile(limit=RECONCILE_BATCH, backoff_ms=self.settings.backoff_ms)
-                lease = self.store.claim(self.settings.worker_id, self.settings.lease_ms)
+                maintenance.reconcile(
+                    self.db,
+                    redact=self.settings.redact,
+                    limit=RECONCILE_BATCH,
+                    backoff_ms=self.settings.backoff_ms,
+                )
+                lease = self.runs.claim(self.settings.worker_id, self.settings.lease_ms)
             except (errors.DatabaseUnavailable, errors.RetryableConflict) as error:
                 logger.warning("database: %s", error)
                 self.stopping.wait(next(delay))
@@ -119,7 +132,7 @@ class Worker:
         return 0
 
     def close(self) -> None:
-        self.store.close()
+        self.db.close()
         self.services.close()
         self.model.close()
 
@@ -130,7 +143,7 @@ class Worker:
             yield current
             current = min(current * 2, cap)
 
-    def process(self, lease: store_module.Lease) -> None:
+    def process(self, lease: leases.Lease) -> None:
         heartbeat = heartbeat_module.Heartbeat(
             self.settings.database_url, lease, lease_ms=self.settings.lease_ms
         ).start()
@@ -142,7 +155,7 @@ class Worker:
                     self._release_on_stop(lease)
                     return
                 try:
-                    run = self.store.load(lease.run_id)
+                    run = reads.load(self.db, lease.run_id)
                     action = decide.next_action(run, memo.known(lease))
                     if isinstance(action, decide.Stop):
                         logger.info("run %s: stop (%s)", lease.run_id, action.why)
@@ -169,7 +182,7 @@ class Worker:
                     # a bug must not crash-loop the fleet: give the run back with a delay;
                     # attempts are counted per claim, so a poisoned run ends dead-lettered
                     logger.exception("run %s: internal error", lease.run_id)
-                    self.store.close()  # its transaction state is unknown
+                    self.db.close()  # its transaction state is unknown
                     self._release(
                         lease,
                         delay_ms=self.settings.max_backoff_ms,
@@ -179,18 +192,18 @@ class Worker:
         finally:
             heartbeat.stop()
 
-    def _fail(self, lease: store_module.Lease, reason: str) -> None:
+    def _fail(self, lease: leases.Lease, reason: str) -> None:
         try:
-            self.store.finish(lease, status="failed", reason=reason)
+            self.runs.finish(lease, status="failed", reason=reason)
         except errors.EngineError as error:
             logger.warning("run %s: could not record failure: %s", lease.run_id, error)
 
-    def _release_on_stop(self, lease: store_module.Lease) -> None:
+    def _release_on_stop(self, lease: leases.Lease) -> None:
         self._release(lease, delay_ms=0, why="worker stopping")
 
-    def _release(self, lease: store_module.Lease, *, delay_ms: int, why: str) -> None:
+    def _release(self, lease: leases.Lease, *, delay_ms: int, why: str) -> None:
         try:
-            self.store.release(lease, delay_ms=delay_ms, why=why)
+            self.runs.release(lease, delay_ms=delay_ms, why=why)
         except errors.EngineError as error:
             # the lease lapses by itself; reconciliation makes the run claimable again
             logger.info("run %s: release (%s) failed: %s", lease.run_id, why, error)
@@ -199,19 +212,19 @@ class Worker:
 
     def execute(
         self,
-        lease: store_module.Lease,
+        lease: leases.Lease,
         run: state_module.RunState,
         action: decide.Action,
         memo: Memo,
     ) -> None:
         match action:
             case decide.Finish(status=status, reason=reason):
-                self.store.finish(lease, status=status, reason=reason)
+                self.runs.finish(lease, status=status, reason=reason)
             case decide.Cancel():
                 # the fenced transaction sees the request and cancels instead of releasing
-                self.store.release(lease, delay_ms=0, why="cancel requested")
+                self.runs.release(lease, delay_ms=0, why="cancel requested")
             case decide.OpenModelCall(turn=turn, attempt=attempt, interrupt=interrupt):
-                self.store.open_model_call(
+                self.runs.open_model_call(
                     lease,
                     expected_version=run.frontier_version,
                     point=decide.validated(run),
@@ -225,12 +238,12 @@ class Worker:
             case decide.RecordModel(call_id=call_id):
                 answer, declarations = memo.model_answers[call_id]
                 plan = decide.plan_record(run, call_id, answer.message, answer.usage, declarations)
-                self.store.record_model_call(
+                self.runs.record_model_call(
                     lease, expected_version=run.frontier_version, plan=plan, response=answer.raw
                 )
             case decide.StartTool(command_id=command_id, charge=charge):
                 call = _tool(run, command_id)
-                self.store.start_tool(
+                self.runs.start_tool(
                     lease,
                     command_id=call.id,
                     key=call.key,
@@ -244,7 +257,7 @@ class Worker:
             case decide.SettleTool(command_id=command_id):
                 call = _tool(run, command_id)
                 result = memo.tool_results[command_id]
-                self.store.settle_tool(
+                self.runs.settle_tool(
                     lease,
                     command_id=call.id,
                     tool_call_id=call.tool_call_id,
@@ -256,31 +269,31 @@ class Worker:
                 self._recover_tool(lease, _tool(run, command_id), memo)
             case decide.AwaitApproval(command_id=command_id):
                 call = _tool(run, command_id)
-                self.store.await_approval(lease, command_id=call.id, tool_call_id=call.tool_call_id)
+                self.runs.await_approval(lease, command_id=call.id, tool_call_id=call.tool_call_id)
             case decide.CloseRound(checkpoint=point):
-                self.store.close_round(lease, expected_version=run.frontier_version, point=point)
+                self.runs.close_round(lease, expected_version=run.frontier_version, point=point)
             case decide.SendReply():
                 self._send_reply(lease, run, memo)
             case decide.QueryReply():
                 self._query_reply(lease, run, memo)
             case decide.FinishDelivered():
                 assert run.delivery is not None
-                self.store.finish_delivered(lease, key=run.delivery.key)
+                self.runs.finish_delivered(lease, key=run.delivery.key)
             case _:
                 raise AssertionError(f"unhandled action {action!r}")
         self.transitions += 1
 
     def _call_model(
-        self, lease: store_module.Lease, run: state_module.RunState, call_id: str, memo: Memo
+        self, lease: leases.Lease, run: state_module.RunState, call_id: str, memo: Memo
     ) -> None:
         point = decide.validated(run)
         declarations = self.services.declarations()
         tools = [{"type": "function", "function": d["function"]} for d in declarations.values()]
-        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
+        leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         try:
             answer = self.model.complete(list(point.transcript), tools)
         except errors.ModelUnavailable as error:
-            status = self.store.fail_model_call(
+            status = self.runs.fail_model_call(
                 lease, call_id=call_id, error=str(error), delay_ms=self.settings.max_backoff_ms
             )
             logger.warning("run %s: model unavailable, run now %s", lease.run_id, status)
@@ -290,13 +303,13 @@ class Worker:
 
     def _run_tool(
         self,
-        lease: store_module.Lease,
+        lease: leases.Lease,
         call: state_module.ToolCall,
         declaration: dict[str, Any],
         memo: Memo,
     ) -> None:
         # a zombie must not repeat its successor's effect
-        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
+        leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         memo.tools_sent.add(call.id)
         result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
         self.reporter.report(
@@ -307,7 +320,7 @@ class Worker:
             state=result.state,
         )
         memo.tool_results[call.id] = result
-        self.store.settle_tool(
+        self.runs.settle_tool(
             lease,
             command_id=call.id,
             tool_call_id=call.tool_call_id,
@@ -316,15 +329,13 @@ class Worker:
             outcome=result.outcome,
         )
 
-    def _recover_tool(
-        self, lease: store_module.Lease, call: state_module.ToolCall, memo: Memo
-    ) -> None:
+    def _recover_tool(self, lease: leases.Lease, call: state_module.ToolCall, memo: Memo) -> None:
         current = self.services.declarations().get(call.name)
         recovery = decide.recover_tool(call, current)
         if isinstance(recovery, decide.Query):
             found = self.services.query_effect(call.name, call.key)
             if found is not None and found.state == "succeeded":
-                self.store.settle_tool(
+                self.runs.settle_tool(
                     lease,
                     command_id=call.id,
                     tool_call_id=call.tool_call_id,
@@ -338,7 +349,7 @@ class Worker:
             else:
                 recovery = decide.after_query_not_applied(call, current or {})
         if isinstance(recovery, decide.Unknown):
-            self.store.settle_tool(
+            self.runs.settle_tool(
                 lease,
                 command_id=call.id,
                 tool_call_id=call.tool_call_id,
@@ -349,53 +360,49 @@ class Worker:
             return
         # replayable with an unchanged contract, or not applied at a service that honours
         # idempotency keys: the same key again
-        self.store.start_tool(
+        self.runs.start_tool(
             lease, command_id=call.id, key=call.key, tool_call_id=call.tool_call_id, charge=False
         )
         self._run_tool(lease, call, current or call.declaration or {}, memo)
 
-    def _send_reply(
-        self, lease: store_module.Lease, run: state_module.RunState, memo: Memo
-    ) -> None:
+    def _send_reply(self, lease: leases.Lease, run: state_module.RunState, memo: Memo) -> None:
         delivery = run.delivery
         assert delivery is not None
         if delivery.attempts >= MAX_REPLY_ATTEMPTS:
             # the sink keeps failing before taking it: try again later, from the top
-            self.store.release(
+            self.runs.release(
                 lease,
                 delay_ms=self.settings.max_backoff_ms,
                 why=f"reply not accepted in {delivery.attempts} attempts",
             )
             raise errors.LeaseLost("released: reply sink keeps failing")
         content = decide.validated(run).reply or ""
-        self.store.mark_sending(lease, key=delivery.key)
+        self.runs.mark_sending(lease, key=delivery.key)
         # paused at reply.sending past the lease, or a slow link: stop here
-        self.store.ensure_live(lease, margin_s=self._lease_margin_s)
+        leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         outcome = self.services.send_reply(run.run_id, content, delivery.key)
         if outcome == "sent":
             self.reporter.report("reply.sent", lease.run_id, key=delivery.key)
             memo.reply_acked = True
-            self.store.finish_delivered(lease, key=delivery.key)
+            self.runs.finish_delivered(lease, key=delivery.key)
         # otherwise the next decision sees `sending` and asks the sink by key
 
-    def _query_reply(
-        self, lease: store_module.Lease, run: state_module.RunState, memo: Memo
-    ) -> None:
+    def _query_reply(self, lease: leases.Lease, run: state_module.RunState, memo: Memo) -> None:
         delivery = run.delivery
         assert delivery is not None
         status = self.services.query_reply(delivery.key)
         if status is None:
-            self.store.release(
+            self.runs.release(
                 lease, delay_ms=self.settings.max_backoff_ms, why="reply sink unreachable"
             )
             raise errors.LeaseLost("released: reply sink unreachable")
         verdict = decide.reply_after_query(status)
         if verdict == "delivered":
-            self.store.finish_delivered(lease, key=delivery.key)
+            self.runs.finish_delivered(lease, key=delivery.key)
         elif verdict == "send":
             self._send_reply(lease, run, memo)
         else:
-            self.store.finish_uncertain(
+            self.runs.finish_uncertain(
                 lease,
                 key=delivery.key,
                 reason=f"the reply may have been delivered and the sink cannot be asked "

@@ -1,4 +1,5 @@
-"""Checkpoint model, SQL file parsing, input validation, redaction, boundary reporter."""
+"""Checkpoint model, SQL file parsing, input validation, redaction, event stamping, boundary
+reporter."""
 
 from __future__ import annotations
 
@@ -8,10 +9,23 @@ import socket
 import subprocess
 import sys
 import threading
+import typing
+from typing import Any
 
 import pytest
 
-from reference_engine import boundary, checkpoint, errors, inputs, redact, report, sqlfile
+from reference_engine import (
+    boundary,
+    checkpoint,
+    connection,
+    errors,
+    events,
+    inputs,
+    leases,
+    redact,
+    report,
+    sqlfile,
+)
 from reference_engine import state as S
 
 
@@ -104,6 +118,38 @@ def test_redaction_replaces_prompts_and_outputs_by_hash_and_length() -> None:
     assert out["usage"] == {"total_tokens": 3}
 
 
+class Written:
+    """Stands in for an open transaction: records the statements instead of running them."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, dict[str, Any]]] = []
+
+    def all(self, query: str, /, **params: Any) -> list[connection.Row]:
+        self.statements.append((query, params))
+        return []
+
+
+def test_events_are_stamped_by_their_lease_and_written_in_one_batch() -> None:
+    written = Written()
+    tx = events.Tx(typing.cast(connection.Transaction, written), redact=True)
+    tx.event(leases.Lease("r-1", "w-1", 3), "reply.sending", key="k", content="secret")
+    tx.event("r-2", "run.reconciled", lease_epoch=2, from_owner="w-0", to="pending")
+    tx.event("r-3", "run.created", run_key="rk")
+    assert written.statements == []  # buffered until just before COMMIT
+    tx.flush()
+    tx.flush()  # nothing left to write
+    [(query, params)] = written.statements
+    assert query == "insert_events"
+    rows = params["events"]
+    assert [(e["run_id"], e["kind"], e["worker_id"], e["lease_epoch"]) for e in rows] == [
+        ("r-1", "reply.sending", "w-1", 3),
+        ("r-2", "run.reconciled", None, 2),
+        ("r-3", "run.created", None, None),
+    ]
+    assert rows[0]["data"]["key"] == "k" and rows[0]["data"]["content"]["redacted"] is True
+    assert rows[1]["data"] == {"from_owner": "w-0", "to": "pending"}
+
+
 def test_report_matches_the_harness_schema() -> None:
     from harness.contract import run_report
 
@@ -172,7 +218,8 @@ def test_boundary_reporter_exits_when_the_harness_is_gone(tmp_path: object) -> N
 
 def test_cli_commands_other_than_worker_do_not_import_openai() -> None:
     code = (
-        "import sys; from reference_engine import cli, store, report;"
+        "import sys; from reference_engine import adapter, cli, commands, maintenance, migrations;"
+        "from reference_engine import reads, report, transitions;"
         "assert 'openai' not in sys.modules, 'openai imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

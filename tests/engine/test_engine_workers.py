@@ -17,7 +17,7 @@ from harness.contract import run_report
 from harness.scenario import schema as scenario_module
 from harness.world import hooks as hooks_module
 from harness.world import world as world_module
-from reference_engine import inputs
+from reference_engine import commands, inputs, transitions
 from tests import fix_engine, fix_world
 
 pytestmark = pytest.mark.postgres
@@ -110,9 +110,9 @@ def test_skip_locked_spreads_runs_over_workers_without_double_claims(
     engine: fix_engine.Engine, make_world: fix_world.MakeWorld
 ) -> None:
     world = make_world(ONE_TURN)
-    store = engine.store()
+    db = engine.connector()
     run_ids = [
-        store.create_run(inputs.RunInput.model_validate(fix_engine.run_input(world)))[0]
+        commands.create_run(db, inputs.RunInput.model_validate(fix_engine.run_input(world)))[0]
         for _ in range(200)
     ]
     workers = [engine.start_worker(world, worker_id=f"w-{i}") for i in range(4)]
@@ -485,7 +485,8 @@ def test_reconcile_command_recovers_an_abandoned_lease(
 ) -> None:
     world = make_world(ONE_TURN)
     run_id = engine.submit(fix_engine.run_input(world))
-    lease = engine.store().claim("w-vanished", 100)  # claimed, then never heard of again
+    # claimed, then never heard of again
+    lease = transitions.Transitions(engine.connector()).claim("w-vanished", 100)
     assert lease is not None and lease.run_id == run_id
 
     def reconciled() -> bool:

@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import sys
 
-from reference_engine import cli, decide, errors
+from reference_engine import cli, decide, errors, leases
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 from reference_engine import worker as worker_module
 
 
 def _send_reply(
     self: worker_module.Worker,
-    lease: store_module.Lease,
+    lease: leases.Lease,
     run: state_module.RunState,
     memo: worker_module.Memo,
 ) -> None:
     delivery = run.delivery
     assert delivery is not None
     content = decide.validated(run).reply or ""
-    self.store.mark_sending(lease, key=delivery.key)
-    self.store.ensure_live(lease, margin_s=self._lease_margin_s)
+    self.runs.mark_sending(lease, key=delivery.key)
+    leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
     delay = self._db_backoff()
     while True:
         if self.services.send_reply(run.run_id, content, delivery.key) != "sent":
@@ -37,7 +36,7 @@ def _send_reply(
         self.reporter.report("reply.sent", lease.run_id, key=delivery.key)
         memo.reply_acked = True
         try:
-            self.store.finish_delivered(lease, key=delivery.key)
+            self.runs.finish_delivered(lease, key=delivery.key)
             return
         except errors.DatabaseUnavailable:
             # BROKEN: "the COMMIT failed, so nothing was recorded": deliver again

@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import sys
 
-from reference_engine import cli, decide
+from reference_engine import cli, decide, leases
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 from reference_engine import worker as worker_module
 
 
 def _send_reply(
     self: worker_module.Worker,
-    lease: store_module.Lease,
+    lease: leases.Lease,
     run: state_module.RunState,
     memo: worker_module.Memo,
 ) -> None:
     delivery = run.delivery
     assert delivery is not None
     content = decide.validated(run).reply or ""
-    self.store.mark_sending(lease, key=delivery.key)
+    self.runs.mark_sending(lease, key=delivery.key)
     # BROKEN: the terminal status is committed first, the reply posted afterwards
-    self.store.finish_delivered(lease, key=delivery.key)
+    self.runs.finish_delivered(lease, key=delivery.key)
     if self.services.send_reply(run.run_id, content, delivery.key) == "sent":
         self.reporter.report("reply.sent", lease.run_id, key=delivery.key)
         memo.reply_acked = True

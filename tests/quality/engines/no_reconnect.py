@@ -11,14 +11,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reference_engine import cli, errors
-from reference_engine import store as store_module
+from reference_engine import cli, connection, errors
 
-_connect = store_module.Store.connect
+_connect = connection.Connector.connect
 
 
-def connect(self: store_module.Store) -> Any:
-    # BROKEN: a store whose first connection died never gets a second one
+def connect(self: connection.Connector) -> Any:
+    # BROKEN: a connector whose first connection died never gets a second one
     if getattr(self, "_connected_once", False) and (self._conn is None or self._conn.closed):
         raise errors.DatabaseUnavailable("connection lost (this engine does not reconnect)")
     conn = _connect(self)
@@ -27,7 +26,7 @@ def connect(self: store_module.Store) -> Any:
 
 
 def install() -> None:
-    store_module.Store.connect = connect  # type: ignore[method-assign]
+    connection.Connector.connect = connect  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

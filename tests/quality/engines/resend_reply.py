@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import sys
 
-from reference_engine import cli
+from reference_engine import cli, leases
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 from reference_engine import worker as worker_module
 
 
 def _query_reply(
     self: worker_module.Worker,
-    lease: store_module.Lease,
+    lease: leases.Lease,
     run: state_module.RunState,
     memo: worker_module.Memo,
 ) -> None:

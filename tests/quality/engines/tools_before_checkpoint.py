@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reference_engine import cli, decide, services
+from reference_engine import cli, decide, leases, services
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 from reference_engine import worker as worker_module
 
 _call_model = worker_module.Worker._call_model
@@ -25,7 +24,7 @@ _early: dict[str, services.ToolResult] = {}
 
 def call_model(
     self: worker_module.Worker,
-    lease: store_module.Lease,
+    lease: leases.Lease,
     run: state_module.RunState,
     call_id: str,
     memo: worker_module.Memo,

@@ -1,10 +1,12 @@
-"""The store on a real Postgres: schema constraints, claiming, fencing, commands."""
+"""The engine's database layer on a real Postgres: schema constraints, claiming, fencing,
+commands, maintenance, error classification."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -12,9 +14,19 @@ import psycopg.errors
 import pytest
 
 from reference_engine import boundary as boundary_module
-from reference_engine import decide, errors, inputs
+from reference_engine import (
+    commands,
+    connection,
+    decide,
+    errors,
+    inputs,
+    leases,
+    maintenance,
+    migrations,
+    reads,
+    transitions,
+)
 from reference_engine import state as state_module
-from reference_engine import store as store_module
 
 pytestmark = pytest.mark.postgres
 
@@ -41,10 +53,15 @@ def make_input(**kw: Any) -> inputs.RunInput:
 
 
 @pytest.fixture
-def store(engine_db: str) -> Any:
-    s = store_module.Store(engine_db)
-    yield s
-    s.close()
+def db(engine_db: str) -> Iterator[connection.Connector]:
+    connector = connection.Connector(engine_db)
+    yield connector
+    connector.close()
+
+
+@pytest.fixture
+def runs(db: connection.Connector) -> transitions.Transitions:
+    return transitions.Transitions(db)
 
 
 def sql(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -54,10 +71,10 @@ def sql(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def open_first_model_call(
-    store: store_module.Store, lease: store_module.Lease, run: state_module.RunState
+    runs: transitions.Transitions, lease: leases.Lease, run: state_module.RunState
 ) -> None:
     """model_ready -> model_pending for turn 0, from the state `run` was loaded in."""
-    store.open_model_call(
+    runs.open_model_call(
         lease,
         expected_version=run.frontier_version,
         point=decide.validated(run),
@@ -68,10 +85,10 @@ def open_first_model_call(
     )
 
 
-def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) -> str:
-    """model_ready -> model_pending -> tools_pending -> started, through the store API."""
-    open_first_model_call(store, lease, store.load(lease.run_id))
-    run = store.load(lease.run_id)
+def drive_to_tool_started(runs: transitions.Transitions, lease: leases.Lease) -> str:
+    """model_ready -> model_pending -> tools_pending -> started, through the transitions."""
+    open_first_model_call(runs, lease, reads.load(runs.db, lease.run_id))
+    run = reads.load(runs.db, lease.run_id)
     call_id = run.model_calls[0].id
     message = {
         "role": "assistant",
@@ -85,12 +102,12 @@ def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) 
     }
     usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
     plan = decide.plan_record(run, call_id, message, usage, {"refund_order": TOOL_DECL})
-    store.record_model_call(
+    runs.record_model_call(
         lease, expected_version=run.frontier_version, plan=plan, response={"raw": True}
     )
-    run = store.load(lease.run_id)
+    run = reads.load(runs.db, lease.run_id)
     command = run.tool_calls[0]
-    store.start_tool(
+    runs.start_tool(
         lease,
         command_id=command.id,
         key=command.key,
@@ -100,23 +117,23 @@ def drive_to_tool_started(store: store_module.Store, lease: store_module.Lease) 
     return command.id
 
 
-def test_migrate_is_idempotent(store: store_module.Store) -> None:
-    assert store.migrate() == []
+def test_migrate_is_idempotent(db: connection.Connector) -> None:
+    assert migrations.migrate(db) == []
 
 
-def test_submit_is_idempotent_on_run_key(store: store_module.Store) -> None:
+def test_submit_is_idempotent_on_run_key(db: connection.Connector) -> None:
     run_input = make_input()
-    first, created = store.create_run(run_input)
-    again, created_again = store.create_run(run_input)
+    first, created = commands.create_run(db, run_input)
+    again, created_again = commands.create_run(db, run_input)
     assert created and not created_again and first == again
-    run = store.load(first)
+    run = reads.load(db, first)
     assert (run.status, run.phase, run.frontier_version) == ("pending", "model_ready", 1)
 
 
 def test_schema_makes_impossible_states_unrepresentable(
-    store: store_module.Store, engine_db: str
+    db: connection.Connector, engine_db: str
 ) -> None:
-    run_id, _ = store.create_run(make_input())
+    run_id, _ = commands.create_run(db, make_input())
     with pytest.raises(psycopg.errors.CheckViolation):  # running without a lease
         sql(engine_db, "UPDATE runs SET status = 'running' WHERE id = %s", run_id)
     with pytest.raises(psycopg.errors.CheckViolation):  # skipping a frontier version
@@ -149,32 +166,32 @@ def test_schema_makes_impossible_states_unrepresentable(
 
 
 def test_frontier_history_is_appended_on_every_save(
-    store: store_module.Store, engine_db: str
+    db: connection.Connector, runs: transitions.Transitions, engine_db: str
 ) -> None:
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w1", 5000)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w1", 5000)
     assert lease is not None and lease.run_id == run_id and lease.epoch == 1
-    drive_to_tool_started(store, lease)
+    drive_to_tool_started(runs, lease)
     rows = sql(
         engine_db,
         "SELECT version, phase FROM checkpoints WHERE run_id = %s ORDER BY version",
         run_id,
     )
     assert rows == [(1, "model_ready"), (2, "model_pending"), (3, "tools_pending")]
-    report = store.load(run_id)
+    report = reads.load(db, run_id)
     assert report.budget.iterations_used == 1 and report.budget.tool_calls_used == 1
     assert report.budget.tokens_used == 12
 
 
 def test_concurrent_claims_never_take_the_same_run(engine_db: str) -> None:
-    setup = store_module.Store(engine_db)
-    run_ids = {setup.create_run(make_input())[0] for _ in range(30)}
+    setup = connection.Connector(engine_db)
+    run_ids = {commands.create_run(setup, make_input())[0] for _ in range(30)}
     claimed: list[str] = []
     lock = threading.Lock()
 
     def claimer(name: str) -> None:
-        mine = store_module.Store(engine_db)
-        while (lease := mine.claim(name, 60_000)) is not None:
+        mine = connection.Connector(engine_db)
+        while (lease := transitions.Transitions(mine).claim(name, 60_000)) is not None:
             with lock:
                 claimed.append(lease.run_id)
         mine.close()
@@ -189,20 +206,20 @@ def test_concurrent_claims_never_take_the_same_run(engine_db: str) -> None:
 
 
 def test_stale_worker_cannot_settle_after_lease_moved_on(
-    store: store_module.Store, engine_db: str
+    db: connection.Connector, runs: transitions.Transitions, engine_db: str
 ) -> None:
-    run_id, _ = store.create_run(make_input())
-    old = store.claim("w-old", 2000)
+    run_id, _ = commands.create_run(db, make_input())
+    old = runs.claim("w-old", 2000)
     assert old is not None
-    command_id = drive_to_tool_started(store, old)
+    command_id = drive_to_tool_started(runs, old)
     deadline = time.monotonic() + 10
-    while not store.reconcile(backoff_ms=0):
+    while not maintenance.reconcile(db, backoff_ms=0):
         assert time.monotonic() < deadline, "lease never expired"
         time.sleep(0.05)  # waiting out the 2 s lease, bounded by the deadline
-    new = store.claim("w-new", 60_000)
+    new = runs.claim("w-new", 60_000)
     assert new is not None and new.epoch == old.epoch + 1
     with pytest.raises(errors.LeaseLost):
-        store.settle_tool(
+        runs.settle_tool(
             old,
             command_id=command_id,
             tool_call_id="call_1",
@@ -211,9 +228,9 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
             outcome={"result": "late"},
         )
     # the same worker id with the old epoch is just as stale
-    stale_same_name = store_module.Lease(run_id, "w-new", old.epoch)
+    stale_same_name = leases.Lease(run_id, "w-new", old.epoch)
     with pytest.raises(errors.LeaseLost):
-        store.settle_tool(
+        runs.settle_tool(
             stale_same_name,
             command_id=command_id,
             tool_call_id="call_1",
@@ -221,7 +238,7 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
             state="succeeded",
             outcome={"result": "late"},
         )
-    assert store.load(run_id).tool_calls[0].state == "started"
+    assert reads.load(db, run_id).tool_calls[0].state == "started"
     kinds = [
         r[0]
         for r in sql(engine_db, "SELECT kind FROM events WHERE run_id = %s ORDER BY id", run_id)
@@ -245,22 +262,23 @@ class SlowReporter(boundary_module.Reporter):
 
 def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: str) -> None:
     reporter = SlowReporter(pause_s=2.5)
-    store = store_module.Store(engine_db, reporter=reporter)
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 1500)
+    db = connection.Connector(engine_db)
+    runs = transitions.Transitions(db, reporter=reporter)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 1500)
     assert lease is not None
-    run = store.load(run_id)
+    run = reads.load(db, run_id)
     with pytest.raises(errors.LeaseLost, match="before commit"):
-        open_first_model_call(store, lease, run)
-    after = store.load(run_id)
+        open_first_model_call(runs, lease, run)
+    after = reads.load(db, run_id)
     assert (after.phase, after.frontier_version, after.model_calls) == ("model_ready", 1, ())
     assert after.budget.iterations_used == 0
     assert reporter.seen == ["run.claimed", "model.pending:before_commit"]
-    store.close()
+    db.close()
 
 
 class StatementLog(boundary_module.Reporter):
-    """Writes each report into the same list as the store's statements."""
+    """Writes each report into the same list as the transaction's statements."""
 
     def __init__(self, log: list[str]) -> None:
         super().__init__("unused", worker_id="w")
@@ -270,104 +288,113 @@ class StatementLog(boundary_module.Reporter):
         self.log.append(f"report {boundary}")
 
 
-def test_nothing_but_commit_follows_the_before_commit_report(engine_db: str) -> None:
+def test_nothing_but_commit_follows_the_before_commit_report(
+    engine_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The contract's promise: a fault at `:before_commit` strikes the COMMIT itself (a
     commit_lost fault must lose the COMMIT's answer, not that of a last query)."""
     log: list[str] = []
-    store = store_module.Store(engine_db, reporter=StatementLog(log))
-    statement = store._all
+    db = connection.Connector(engine_db)
+    runs = transitions.Transitions(db, reporter=StatementLog(log))
+    statement = connection.Transaction.all
 
-    def logged(conn: Any, query: str, /, **params: Any) -> list[Any]:
+    def logged(self: connection.Transaction, query: str, /, **params: Any) -> list[Any]:
         log.append(query)
-        return statement(conn, query, **params)
+        return statement(self, query, **params)
 
-    store._all = logged  # type: ignore[method-assign]
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+    monkeypatch.setattr(connection.Transaction, "all", logged)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    run = store.load(run_id)
+    run = reads.load(db, run_id)
     del log[:]
-    open_first_model_call(store, lease, run)
+    open_first_model_call(runs, lease, run)
     before = log.index("report model.pending:before_commit")
     assert log[0] == "lock_run" and before > 1
     assert log[before + 1 :] == ["report model.pending"], log
-    store.close()
+    db.close()
 
 
 def test_cancel_of_a_running_run_is_honoured_by_its_next_transition(
-    store: store_module.Store,
+    db: connection.Connector, runs: transitions.Transitions
 ) -> None:
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    drive_to_tool_started(store, lease)
-    assert store.request_cancel(run_id) == "cancel_requested"
+    drive_to_tool_started(runs, lease)
+    assert commands.request_cancel(db, run_id) == "cancel_requested"
     with pytest.raises(errors.RunCancelled):
-        store.settle_tool(
+        runs.settle_tool(
             lease,
-            command_id=store.load(run_id).tool_calls[0].id,
+            command_id=reads.load(db, run_id).tool_calls[0].id,
             tool_call_id="call_1",
             key="k",
             state="succeeded",
             outcome={},
         )
-    run = store.load(run_id)
+    run = reads.load(db, run_id)
     assert run.status == "cancelled" and run.lease_owner is None
     assert [c.state for c in run.tool_calls] == ["cancelled"]
-    assert store.request_cancel(run_id) == "cancelled"
+    assert commands.request_cancel(db, run_id) == "cancelled"
 
 
-def test_cancel_of_a_pending_run_is_immediate(store: store_module.Store) -> None:
-    run_id, _ = store.create_run(make_input())
-    assert store.request_cancel(run_id) == "cancelled"
-    assert store.claim("w", 1000) is None
+def test_cancel_of_a_pending_run_is_immediate(
+    db: connection.Connector, runs: transitions.Transitions
+) -> None:
+    run_id, _ = commands.create_run(db, make_input())
+    assert commands.request_cancel(db, run_id) == "cancelled"
+    assert runs.claim("w", 1000) is None
     with pytest.raises(errors.NotFound):
-        store.request_cancel(str(uuid.uuid4()))
+        commands.request_cancel(db, str(uuid.uuid4()))
 
 
-def test_expired_lease_on_last_attempt_is_dead_lettered(store: store_module.Store) -> None:
-    run_id, _ = store.create_run(make_input(max_attempts=1))
-    assert store.claim("w", 100) is not None
+def test_expired_lease_on_last_attempt_is_dead_lettered(
+    db: connection.Connector, runs: transitions.Transitions
+) -> None:
+    run_id, _ = commands.create_run(db, make_input(max_attempts=1))
+    assert runs.claim("w", 100) is not None
     deadline = time.monotonic() + 10
-    while not (changed := store.reconcile(backoff_ms=0)):
+    while not (changed := maintenance.reconcile(db, backoff_ms=0)):
         assert time.monotonic() < deadline
         time.sleep(0.05)  # waiting out the 100 ms lease, bounded by the deadline
     assert changed == [(run_id, "dead_lettered")]
-    assert store.load(run_id).status == "dead_lettered"
+    assert reads.load(db, run_id).status == "dead_lettered"
 
 
-def test_approval_commands_only_apply_to_waiting_calls(store: store_module.Store) -> None:
-    store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+def test_approval_commands_only_apply_to_waiting_calls(
+    db: connection.Connector, runs: transitions.Transitions
+) -> None:
+    commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    command_id = drive_to_tool_started(store, lease)
+    command_id = drive_to_tool_started(runs, lease)
     with pytest.raises(errors.Conflict, match="not awaiting approval"):
-        store.decide_approval(command_id, approve=True)
+        commands.decide_approval(db, command_id, approve=True)
     with pytest.raises(errors.NotFound):
-        store.decide_approval(str(uuid.uuid4()), approve=False)
+        commands.decide_approval(db, str(uuid.uuid4()), approve=False)
 
 
 def test_retention_expires_old_history_of_finished_runs_only(
-    store: store_module.Store, engine_db: str
+    db: connection.Connector, runs: transitions.Transitions, engine_db: str
 ) -> None:
-    finished, _ = store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+    finished, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    drive_to_tool_started(store, lease)
-    store.finish(lease, status="failed", reason="test")
-    open_run, _ = store.create_run(make_input())
-    assert store.expire_history(retention_s=3600) == 0  # too recent
-    assert store.expire_history(retention_s=0, limit=1) == 1  # bounded batch
-    assert store.expire_history(retention_s=0) == 1
+    drive_to_tool_started(runs, lease)
+    runs.finish(lease, status="failed", reason="test")
+    open_run, _ = commands.create_run(db, make_input())
+    assert maintenance.expire_history(db, retention_s=3600) == 0  # too recent
+    assert maintenance.expire_history(db, retention_s=0, limit=1) == 1  # bounded batch
+    assert maintenance.expire_history(db, retention_s=0) == 1
     assert sql(engine_db, "SELECT version FROM checkpoints WHERE run_id = %s", finished) == [(3,)]
     assert sql(engine_db, "SELECT count(*) FROM checkpoints WHERE run_id = %s", open_run) == [(1,)]
 
 
-def test_export_is_json_safe(store: store_module.Store) -> None:
+def test_export_is_json_safe(db: connection.Connector) -> None:
     import json
 
-    run_id, _ = store.create_run(make_input())
-    exported = store.export(run_id)
+    run_id, _ = commands.create_run(db, make_input())
+    exported = reads.export(db, run_id)
     assert set(exported) == {
         "runs",
         "checkpoints",
@@ -383,40 +410,40 @@ def test_export_is_json_safe(store: store_module.Store) -> None:
 
 def test_errors_are_classified_by_sqlstate() -> None:
     assert isinstance(
-        store_module.classify(psycopg.errors.SerializationFailure()), errors.RetryableConflict
+        connection.classify(psycopg.errors.SerializationFailure()), errors.RetryableConflict
     )
     assert isinstance(
-        store_module.classify(psycopg.errors.DeadlockDetected()), errors.RetryableConflict
+        connection.classify(psycopg.errors.DeadlockDetected()), errors.RetryableConflict
     )
     assert isinstance(
-        store_module.classify(psycopg.errors.AdminShutdown()), errors.DatabaseUnavailable
+        connection.classify(psycopg.errors.AdminShutdown()), errors.DatabaseUnavailable
     )
     assert isinstance(
-        store_module.classify(psycopg.errors.ConnectionFailure()), errors.DatabaseUnavailable
+        connection.classify(psycopg.errors.ConnectionFailure()), errors.DatabaseUnavailable
     )
     assert isinstance(
-        store_module.classify(psycopg.OperationalError("socket gone")), errors.DatabaseUnavailable
+        connection.classify(psycopg.OperationalError("socket gone")), errors.DatabaseUnavailable
     )
-    assert store_module.classify(psycopg.errors.UniqueViolation()) is None
+    assert connection.classify(psycopg.errors.UniqueViolation()) is None
 
 
 def test_unreachable_database_is_unavailable_not_a_crash() -> None:
-    store = store_module.Store("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=1")
+    db = connection.Connector("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=1")
     with pytest.raises(errors.DatabaseUnavailable):
-        store.load(str(uuid.uuid4()))
+        reads.load(db, str(uuid.uuid4()))
 
 
 @pytest.mark.parametrize(
     "status", ["failed", "budget_exhausted", "dead_lettered", "delivery_uncertain", "cancelled"]
 )
 def test_every_terminal_status_can_be_recorded_with_its_event(
-    store: store_module.Store, engine_db: str, status: str
+    db: connection.Connector, runs: transitions.Transitions, engine_db: str, status: str
 ) -> None:
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    store.finish(lease, status=status, reason="test")
-    assert store.load(run_id).status == status
+    runs.finish(lease, status=status, reason="test")
+    assert reads.load(db, run_id).status == status
     kinds = [r[0] for r in sql(engine_db, "SELECT kind FROM events WHERE run_id = %s", run_id)]
     assert f"run.{status}" in kinds
 
@@ -425,17 +452,18 @@ def test_a_transaction_stopped_at_before_commit_is_ended_by_the_server(engine_db
     """A worker SIGSTOPped inside a transaction must not hold its run row forever: the
     server's idle-in-transaction timeout ends the session and nothing commits."""
     reporter = SlowReporter(pause_s=2.0)
-    store = store_module.Store(engine_db, reporter=reporter, idle_in_transaction_ms=500)
-    run_id, _ = store.create_run(make_input())
-    lease = store.claim("w", 60_000)
+    db = connection.Connector(engine_db, idle_in_transaction_ms=500)
+    runs = transitions.Transitions(db, reporter=reporter)
+    run_id, _ = commands.create_run(db, make_input())
+    lease = runs.claim("w", 60_000)
     assert lease is not None
-    run = store.load(run_id)
+    run = reads.load(db, run_id)
     with pytest.raises(errors.DatabaseUnavailable, match="25P03"):
-        open_first_model_call(store, lease, run)
-    after = store.load(run_id)  # reconnects by itself
+        open_first_model_call(runs, lease, run)
+    after = reads.load(db, run_id)  # reconnects by itself
     assert (after.phase, after.frontier_version, after.budget.iterations_used) == (
         "model_ready",
         1,
         0,
     )
-    store.close()
+    db.close()
