@@ -241,29 +241,31 @@ def test_nothing_a_lab_listens_on_is_reachable_from_outside(toxiproxy_binary: pa
         }
 
 
-def _listening(pid: int) -> set[int]:
-    """The TCP ports listening in the network namespace of process `pid`."""
-    ports = set()
+def _listening(pid: int) -> dict[int, str]:
+    """Port -> socket inode of every TCP listener in the network namespace of process `pid`."""
+    ports = {}
     for table in ("tcp", "tcp6"):
         with contextlib.suppress(OSError):
             for line in pathlib.Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
                 fields = line.split()
                 if fields[3] == LISTEN:
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+                    ports[int(fields[1].rsplit(":", 1)[1], 16)] = fields[9]
     return ports
 
 
-def _names_by_port(network: str) -> dict[int, str]:
-    """Which program in namespace `network` listens on which port (to name what we probe)."""
-    names = {}
+def _owners(network: str, inodes: set[str]) -> dict[str, str]:
+    """Socket inode -> the name of the program in namespace `network` that holds it."""
+    owners = {}
     for process in psutil.process_iter(["name"]):
-        with contextlib.suppress(psutil.Error, OSError):
+        with contextlib.suppress(OSError):
             if os.readlink(f"/proc/{process.pid}/ns/net") != network:
                 continue
-            for conn in process.net_connections(kind="tcp"):
-                if conn.status == psutil.CONN_LISTEN:
-                    names[conn.laddr.port] = process.info["name"]
-    return names
+            for fd in os.listdir(f"/proc/{process.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{process.pid}/fd/{fd}")
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
+                        owners[link[8:-1]] = process.info["name"]
+    return owners
 
 
 @pytest.mark.postgres
@@ -273,32 +275,34 @@ def test_cli_run_is_isolated_and_unreachable_while_it_runs(
     tmp_path: pathlib.Path, toxiproxy_binary: pathlib.Path
 ) -> None:
     ours = os.readlink("/proc/self/ns/net")
-    run = subprocess.Popen(
-        [CRASHCERT, "--isolation", "netns", *RUN_ARGS, "--out", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=CLEAN_ENV,
-    )
+    output = tmp_path / "output.txt"
+    with output.open("w") as sink:  # not a pipe: nobody reads one while we probe
+        run = subprocess.Popen(
+            [CRASHCERT, "--isolation", "netns", *RUN_ARGS, "--out", str(tmp_path / "out")],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=CLEAN_ENV,
+        )
     probed: dict[int, bool] = {}  # port -> reached from here
-    names: dict[int, str] = {}
+    names: dict[int, str] = {}  # port -> the program listening on it, inside
     while run.poll() is None:
         with contextlib.suppress(OSError):
             network = os.readlink(f"/proc/{run.pid}/ns/net")
             if network != ours:
-                new = _listening(run.pid) - set(probed) - _listening(os.getpid())
-                if new:
-                    names.update(_names_by_port(network))
+                inside = _listening(run.pid)
+                # A port also taken out here would answer for another program: not probed.
+                new = set(inside) - set(probed) - set(_listening(os.getpid()))
+                owners = _owners(network, {inside[port] for port in new})
                 for port in new:
+                    names[port] = owners.get(inside[port], "?")
                     probed[port] = reaches(port)
         time.sleep(POLL_S)
-    out, err = run.communicate()
-    assert run.returncode == 0, out + err
-    assert "private network (netns)" in out.splitlines()[0]
-    [meta_path] = tmp_path.glob("*/refund/*/meta.json")
+    text = output.read_text()
+    assert run.returncode == 0, text
+    assert "private network (netns)" in text.splitlines()[0]
+    [meta_path] = tmp_path.glob("out/*/refund/*/meta.json")
     assert json.loads(meta_path.read_text())["isolation"] == "netns"
-    seen = {names.get(port, "?") for port in probed}
-    assert {"postgres", "toxiproxy-server"} <= seen, (probed, names)
+    assert {"postgres", "toxiproxy-server"} <= set(names.values()), names
     assert [port for port, reached in probed.items() if reached] == []
 
 
