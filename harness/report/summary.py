@@ -12,21 +12,10 @@ import rich.console
 import rich.table
 
 from harness.checkers import verdict as verdict_module
-from harness.contract import boundaries
-from harness.report import terminal
+from harness.report import grid, terminal
 from harness.trial import runner as trial_module
 
 STYLE = terminal.STYLE
-
-
-def _cell_point(outcome: trial_module.TrialOutcome) -> str:
-    """The column of a trial: the base boundary of its first fault, or baseline."""
-    if not outcome.spec.plan:
-        return "baseline"
-    point = outcome.spec.plan[0].point
-    if boundaries.time_point_seconds(point) is not None:
-        return "time:+Ns"  # one row for every moment a time kill was drawn at
-    return boundaries.base_name(point)
 
 
 def print_summary(
@@ -35,18 +24,14 @@ def print_summary(
     console: rich.console.Console,
     unreached: list[str] | None = None,
 ) -> None:
-    rows = ["baseline", *boundaries.BOUNDARIES]
     cells: dict[tuple[str, str], list[verdict_module.Verdict]] = collections.defaultdict(list)
     scenarios: list[str] = []
     for outcome in outcomes:
         name = outcome.spec.scenario.name
         if name not in scenarios:
             scenarios.append(name)
-        point = _cell_point(outcome)
-        cells[(name, point)].append(outcome.verdict)
-        if point not in rows:
-            rows.append(point)  # black-box points (world:..., time:...) after the boundaries
-    # Boundaries down, scenarios across: 13 rows stay readable however many scenarios.
+        cells[(name, grid.row_of(outcome.spec.plan))].append(outcome.verdict)
+    rows = grid.rows(point for _, point in cells)
     table = rich.table.Table(title="boundary x scenario: trials per verdict (P pass, F fail, ...)")
     table.add_column("boundary")
     for name in scenarios:

@@ -26,6 +26,7 @@ from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan
+from harness.report import grid
 from harness.trial import artifacts as store
 from harness.trial import history
 from harness.world import ledger
@@ -58,11 +59,8 @@ class TrialView:
         return "trial-" + re.sub(r"[^A-Za-z0-9_-]+", "-", self.history.trial_id)
 
     @property
-    def column(self) -> str:
-        """The boundary of the first fault, or baseline (as the terminal summary)."""
-        if not self.history.plan:
-            return "baseline"
-        return boundaries.base_name(self.history.plan[0].point)
+    def row(self) -> str:
+        return grid.row_of(self.history.plan)
 
 
 def view_of_outcome(outcome: Any) -> TrialView:
@@ -369,9 +367,9 @@ def matrix_page(
         name = view.history.scenario.name
         if name not in scenarios:
             scenarios.append(name)
-        cells[(name, view.column)].append(view)
+        cells[(name, view.row)].append(view)
     rows = []
-    for point in ("baseline", *boundaries.BOUNDARIES):
+    for point in grid.rows(point for _, point in cells):
         tds = []
         for name in scenarios:
             items = sorted(
