@@ -29,8 +29,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.lab import postgres  # noqa: E402
-from harness.scenario import schema as scenario_module  # noqa: E402
 from harness.lab.postgres import admin  # noqa: E402
+from harness.scenario import schema as scenario_module  # noqa: E402
 from harness.world import world as world_module  # noqa: E402
 from reference_engine import commands, connection, inputs, migrations  # noqa: E402
 

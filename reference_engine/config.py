@@ -32,10 +32,6 @@ class Settings(pydantic.BaseModel):
     redact: bool = False
     retention_s: int = pydantic.Field(default=7 * 24 * 3600, ge=0)
 
-    @property
-    def heartbeat_s(self) -> float:
-        return self.lease_ms / 3000.0
-
 
 _ENV: dict[str, str] = {
     "DATABASE_URL": "database_url",

@@ -95,7 +95,6 @@ class Worker:
             timeout_s=timeout_s,
             delays=backoff.delays(),
         )
-        self.transitions = 0  # committed transitions, for the benchmark's log line
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -281,7 +280,6 @@ class Worker:
                 self.runs.finish_delivered(lease, key=run.delivery.key)
             case _:
                 raise AssertionError(f"unhandled action {action!r}")
-        self.transitions += 1
 
     def _call_model(
         self, lease: leases.Lease, run: state_module.RunState, call_id: str, memo: Memo

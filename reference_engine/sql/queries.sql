@@ -148,14 +148,6 @@ WHERE id = %(command_id)s AND run_id = %(run_id)s AND state = 'started'
   AND started_epoch <= %(lease_epoch)s
 RETURNING id;
 
--- name: settle_unstarted_tool_call
-UPDATE tool_calls
-SET state = %(state)s, outcome = %(outcome)s, settled_at = clock_timestamp(),
-    updated_at = clock_timestamp()
-WHERE id = %(command_id)s AND run_id = %(run_id)s
-  AND state IN ('reserved', 'awaiting_approval')
-RETURNING id;
-
 -- name: cancel_open_tool_calls
 UPDATE tool_calls
 SET state = 'cancelled', settled_at = clock_timestamp(), updated_at = clock_timestamp()
