@@ -24,7 +24,8 @@ from harness.campaigns import matrix as matrix_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.faults import blackbox
+from harness.contract.engines import blackbox as blackbox_engine
+from harness.faults import plan as plan_module
 from harness.lab import shared as lab_module
 from harness.report import summary as report
 from harness.report import terminal
@@ -206,7 +207,7 @@ def _black_box_lab(lab: lab_module.Lab) -> lab_module.Lab:
         return lab
     return lab_module.Lab(
         pg=lab.pg,
-        engine=blackbox.BlackBoxEngine(lab.engine),
+        engine=blackbox_engine.BlackBoxEngine(lab.engine),
         template=lab.template,
         toxiproxy=lab.toxiproxy,
         toxiproxy_note=lab.toxiproxy_note,
@@ -236,8 +237,8 @@ def _time_trials(
 ) -> list[trial_module.TrialOutcome]:
     specs = []
     for baseline in baselines:
-        for plan in blackbox.time_plans(baseline.history, count=count, seed=seed):
-            label = "+".join(step.label() for step in plan)
+        for plan in plan_module.time_plans(baseline.history, count=count, seed=seed):
+            label = plan_module.plan_label(plan)
             specs.append(baseline.spec.model_copy(update={"plan": plan, "label": label}))
     done: list[trial_module.TrialOutcome] = []
 

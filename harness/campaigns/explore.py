@@ -23,7 +23,6 @@ import random
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import hypothesis
 import hypothesis.errors
@@ -33,11 +32,10 @@ from hypothesis import strategies as st
 from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.faults import plan
+from harness.faults import plan, spec
 from harness.lab import shared as lab_module
 from harness.scenario import schema as scenario_module
 from harness.trial import artifacts as store
-from harness.trial import history
 from harness.trial import runner as trial_module
 
 DEFAULT_FAULTS = ("kill", "pause")
@@ -80,14 +78,14 @@ class Observation:
 
 
 # Runs one schedule as a trial; `purpose` names it ("example", "shrink", "replay").
-RunSchedule = Callable[[list[history.FaultStep], str], Observation]
+RunSchedule = Callable[[list[spec.FaultStep], str], Observation]
 
 
 @dataclasses.dataclass
 class Failure:
-    schedule: list[history.FaultStep]  # the minimal schedule found
+    schedule: list[spec.FaultStep]  # the minimal schedule found
     invariants: tuple[str, ...]  # its failing invariants
-    found: list[history.FaultStep]  # the schedule as first found, before shrinking
+    found: list[spec.FaultStep]  # the schedule as first found, before shrinking
     replays: list[Observation]
     status: Status
     directory: pathlib.Path | None = None  # the trial that showed the minimal failure
@@ -128,16 +126,6 @@ class ExploreResult:
 # -- what schedules are made of -----------------------------------------------------------
 
 
-def applicable(action: str, point: str) -> bool:
-    """The rule of plan.fault_plans: commit faults only while a COMMIT is pending; no lease
-    fault after the terminal commit (nothing holds a lease there); a kill anywhere."""
-    if action in plan.COMMIT_FAULTS:
-        return point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
-    if action == "kill":
-        return True
-    return boundaries.base_name(point) != plan.HOLDS_LEASE_UNTIL
-
-
 @dataclasses.dataclass(frozen=True)
 class Space:
     """Where faults may strike: the baseline's hits in order, then hits only recovery reaches."""
@@ -169,7 +157,7 @@ def candidates(trace: Sequence[Point], *, points: Sequence[str] | None = None) -
 
 def schedules(
     space: Space, faults: Sequence[str], *, max_faults: int
-) -> st.SearchStrategy[list[history.FaultStep]]:
+) -> st.SearchStrategy[list[spec.FaultStep]]:
     """1..max_faults steps at distinct hits, in the order of the space.
 
     The first step strikes a hit the baseline reached; only the others may strike beyond
@@ -177,7 +165,7 @@ def schedules(
     """
 
     def usable(hits: Sequence[Point]) -> list[Point]:
-        return [hit for hit in hits if any(applicable(fault, hit[0]) for fault in faults)]
+        return [hit for hit in hits if any(spec.applies_at(fault, hit[0]) for fault in faults)]
 
     reached, everywhere = usable(space.reached), usable(space.all())
     if not reached:
@@ -186,21 +174,21 @@ def schedules(
         )
     rank = {hit: index for index, hit in enumerate(everywhere)}
 
-    def step(hits: list[Point]) -> st.SearchStrategy[history.FaultStep]:
+    def step(hits: list[Point]) -> st.SearchStrategy[spec.FaultStep]:
         @st.composite
-        def draw_step(draw: st.DrawFn) -> history.FaultStep:
+        def draw_step(draw: st.DrawFn) -> spec.FaultStep:
             point, occurrence = draw(st.sampled_from(hits))
-            actions = [fault for fault in faults if applicable(fault, point)]
-            action: Any = draw(st.sampled_from(actions))  # a FaultAction (check_faults)
-            return history.FaultStep(action=action, point=point, occurrence=occurrence)
+            actions = [fault for fault in faults if spec.applies_at(fault, point)]
+            action = draw(st.sampled_from(actions))  # a catalog name (check_faults)
+            return spec.FaultStep(action=action, point=point, occurrence=occurrence)
 
         return draw_step()
 
-    Steps = list[history.FaultStep]
+    Steps = list[spec.FaultStep]
 
-    def ordered(drawn: tuple[history.FaultStep, Steps]) -> Steps:
+    def ordered(drawn: tuple[spec.FaultStep, Steps]) -> Steps:
         first, more = drawn
-        distinct: dict[Point, history.FaultStep] = {(first.point, first.occurrence): first}
+        distinct: dict[Point, spec.FaultStep] = {(first.point, first.occurrence): first}
         for other in more:
             distinct.setdefault((other.point, other.occurrence), other)
         return sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
@@ -212,7 +200,7 @@ def schedules(
 
 
 def check_faults(faults: Sequence[str]) -> list[str]:
-    return plan.parse_fault_classes(",".join(faults))
+    return spec.parse_classes(",".join(faults))
 
 
 # -- the search ---------------------------------------------------------------------------
@@ -230,10 +218,10 @@ class _Search:
         self._progress = progress
         self._seen: dict[tuple[str, ...], Observation] = {}
         self.signature: frozenset[str] | None = None
-        self.found: list[history.FaultStep] | None = None
+        self.found: list[spec.FaultStep] | None = None
         self.generated: list[list[str]] = []  # every schedule tried, in order
 
-    def __call__(self, schedule: list[history.FaultStep]) -> bool:
+    def __call__(self, schedule: list[spec.FaultStep]) -> bool:
         key = tuple(step.label() for step in schedule)
         observation = self._seen.get(key)
         if observation is None:
@@ -267,14 +255,14 @@ class _Search:
             return True
         return self.signature <= LIVENESS and bool(failing - LIVENESS)
 
-    def observation(self, schedule: list[history.FaultStep]) -> Observation:
+    def observation(self, schedule: list[spec.FaultStep]) -> Observation:
         return self._seen[tuple(step.label() for step in schedule)]
 
 
-Progress = Callable[[str, list[history.FaultStep], Observation], None]
+Progress = Callable[[str, list[spec.FaultStep], Observation], None]
 
 
-def _quiet(purpose: str, schedule: list[history.FaultStep], observation: Observation) -> None:
+def _quiet(purpose: str, schedule: list[spec.FaultStep], observation: Observation) -> None:
     del purpose, schedule, observation
 
 
@@ -332,7 +320,7 @@ def search(
 def _confirm(
     run: RunSchedule,
     condition: _Search,
-    minimal: list[history.FaultStep],
+    minimal: list[spec.FaultStep],
     replays: int,
     result: ExploreResult,
     tell: Progress,
@@ -394,7 +382,7 @@ def explore(
         scenario=scenario, seed=seed, scenario_ref=scenario_ref, engine_ref=engine_ref
     )
 
-    def run(schedule: list[history.FaultStep], purpose: str) -> Observation:
+    def run(schedule: list[spec.FaultStep], purpose: str) -> Observation:
         label = f"{purpose}-{next(counter):03d}-{plan.plan_label(schedule)}"
         spec = base.model_copy(update={"plan": list(schedule), "label": label})
         return Observation.of(trial_module.run_trial(lab, spec, out_dir=out_dir))
@@ -430,7 +418,7 @@ def explore(
 def write_schedule(
     out_dir: pathlib.Path,
     scenario: scenario_module.Scenario,
-    schedule: list[history.FaultStep],
+    schedule: list[spec.FaultStep],
     *,
     status: Status,
 ) -> pathlib.Path:

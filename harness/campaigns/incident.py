@@ -3,9 +3,10 @@
 `scenario_from_tables` reads what the engine recorded of one run (runs, model_calls with
 responses and usage, tool_calls with declarations and outcomes, deliveries, events with the
 lease history) and writes a harness Scenario that replays the same model decisions and tool
-results, with `faults:` inferred from the event trail and a `note` explaining the inference.
-The tables come from a live database (`from_dsn`, through the engine's export) or from a
-stored trial directory (`from_trial`: the trial keeps the export in its history).
+results, with `faults:` inferred from the event trail, `variants:` for what the trail cannot
+tell apart (harness/campaigns/variants.py) and a `note` explaining the inference. The tables
+come from a live database (`from_dsn`, through the engine's export); a stored trial directory
+knows its faults exactly (harness/campaigns/applied.py).
 harness/INCIDENTS.md documents the format for other engines' teams.
 """
 
@@ -21,9 +22,10 @@ import yaml
 
 from harness import errors
 from harness.campaigns import redaction
+from harness.campaigns import variants as variants_module
+from harness.contract import run_report
 from harness.contract.engines import commands
 from harness.scenario import schema as scenario_module
-from harness.trial import artifacts as store
 
 Tables = dict[str, list[dict[str, Any]]]
 
@@ -66,6 +68,10 @@ NAME_ALLOWED = re.compile(r"[^a-z0-9_-]+")
 class Inference:
     faults: list[str]
     notes: list[str]
+    # Other plans the record allows (variants.py), each run by `crashcert replay`.
+    variants: list[list[str]] = dataclasses.field(default_factory=list)
+    # How the note begins: where the faults come from.
+    source: str = "Inferred from the engine's event trail:"
 
 
 # -- where the tables come from ----------------------------------------------------------
@@ -77,19 +83,6 @@ def from_dsn(dsn: str, run_id: str, *, engine_ref: str = "reference") -> Tables:
     if tables is None:
         raise errors.CrashcertError(f"engine {engine.name} exports no tables: nothing to replay")
     return tables
-
-
-def from_trial(directory: pathlib.Path) -> tuple[Tables, str]:
-    """The engine tables a trial stored, and the trial's run id."""
-    path = directory / "history.jsonl"
-    if not path.exists():
-        raise errors.CrashcertError(f"{directory}: not a trial directory (no history.jsonl)")
-    trial = store.read_history(path)
-    if not trial.engine_tables:
-        raise errors.CrashcertError(
-            f"{directory}: the trial stored no engine tables (engine {trial.engine} exports none)"
-        )
-    return trial.engine_tables, trial.run_id or ""
 
 
 # -- tables -> scenario ------------------------------------------------------------------
@@ -263,18 +256,24 @@ def infer_faults(events: list[dict[str, Any]], *, status: str | None = None) -> 
     was exported is stuck at its holder's last point the same way.
     """
     counts: dict[str, int] = {}
-    last: dict[str, tuple[str, int, dict[str, Any]]] = {}
+    last: dict[str, tuple[str, int, dict[str, Any], int | None]] = {}
+    # The external calls' own points, counted as the harness counts their hits (a call
+    # returned when the worker that started it settled it), numbered for each durable point.
+    after: dict[str, int] = {}
+    started: dict[str, tuple[Any, Any]] = {}
     holder: str | None = None
     faults: list[str] = []
+    options: list[list[variants_module.Alternative]] = []
     notes: list[str] = []
 
     def lost(worker: str, how: str) -> None:
         if worker not in last:
             notes.append(f"{worker} lost the lease ({how}) before any durable point: not replayed")
             return
-        point, occurrence, event = last[worker]
+        point, occurrence, event, after_occurrence = last[worker]
         fault = f"kill@{point}#{occurrence}"
         faults.append(fault)
+        options.append(variants_module.alternatives(fault, after_occurrence=after_occurrence))
         why = WHY.get(point, "this was its last durable point")
         notes.append(
             f"{fault}: worker {worker} stopped after {point} (event {event.get('id')} "
@@ -298,16 +297,44 @@ def infer_faults(events: list[dict[str, Any]], *, status: str | None = None) -> 
             if holder is not None and holder != worker:
                 lost(holder, f"{worker} claimed the run")
             holder = worker
+        _count_returns(kind, data, event, after, started)
         if point is None:
             continue
         counts[point] = counts.get(point, 0) + 1
         if worker:
-            last[worker] = (point, counts[point], event)
-    if holder is not None and status not in scenario_module.TERMINAL_STATUSES:
+            external = variants_module.AFTER.get(point)
+            numbered = after.get(external, 0) + 1 if external else None
+            last[worker] = (point, counts[point], event, numbered)
+    if holder is not None and status not in run_report.TERMINAL_STATUSES:
         lost(holder, f"the run was still {status or 'unfinished'} and held by it when exported")
     if not faults:
         notes.append("no lost lease in the event trail: the incident replays without a fault")
-    return Inference(faults=faults, notes=notes)
+    found = variants_module.combine(faults, options)
+    return Inference(faults=faults, notes=notes + found.notes, variants=found.plans)
+
+
+def _count_returns(
+    kind: str,
+    data: dict[str, Any],
+    event: dict[str, Any],
+    after: dict[str, int],
+    started: dict[str, tuple[Any, Any]],
+) -> None:
+    """Count model.returned, tool.returned and reply.sent as the harness would have seen
+    them: a recorded model call, a tool call settled (not by a query) by the lease that
+    started it, a delivered reply."""
+    holder = (event.get("worker_id"), event.get("lease_epoch"))
+    command = str(data.get("command_id"))
+    if kind == "model.call_recorded":
+        after["model.returned"] = after.get("model.returned", 0) + 1
+    elif kind == "tool.started":
+        started[command] = holder
+    elif kind in TOOL_OUTCOME_EVENTS and started.get(command) == holder:
+        outcome = data.get("outcome")
+        if not (isinstance(outcome, dict) and outcome.get("queried")):
+            after["tool.returned"] = after.get("tool.returned", 0) + 1
+    elif kind == "reply.delivered":
+        after["reply.sent"] = after.get("reply.sent", 0) + 1
 
 
 def _point_of(kind: str, data: dict[str, Any]) -> str | None:
@@ -352,7 +379,10 @@ def scenario_from_tables(
     redacted: bool = False,
     sink_queryable: bool | None = None,
     source: str = "",
+    faults: Inference | None = None,
 ) -> scenario_module.Scenario:
+    """The scenario of one exported run; `faults` when known better than the event trail
+    tells (a trial's applied plan), else inferred from it."""
     runs = _rows(tables, "runs")
     if len(runs) != 1:
         raise errors.CrashcertError(f"the export holds {len(runs)} runs; expected exactly one")
@@ -365,7 +395,7 @@ def scenario_from_tables(
     turns = _turns(tables, run_key, redactor=redactor, notes=notes)
     tools = _tools(tables, run_key, redactor=redactor, notes=notes)
     queryable = _sink_queryable(tables, sink_queryable, notes)
-    inference = infer_faults(_rows(tables, "events"), status=run.get("status"))
+    inference = faults or infer_faults(_rows(tables, "events"), status=run.get("status"))
     status = run.get("status")
     expect = "succeeded" if "content" in turns[-1] else str(status)
     if expect != "succeeded":
@@ -392,19 +422,20 @@ def scenario_from_tables(
         "sink": {"queryable": queryable},
         "expect": {"status": expect},
         "faults": inference.faults,
-        "note": _note(inference.notes + notes, redacted=redacted),
+        "variants": inference.variants,
+        "note": _note(inference.notes + notes, redacted=redacted, source=inference.source),
     }
     return scenario_module.parse(data, source=f"incident {run_id}")
 
 
-def _note(items: list[str], *, redacted: bool) -> str:
+def _note(items: list[str], *, redacted: bool, source: str) -> str:
     sentences = [item.rstrip(".") + "." for item in items]
     if redacted:
         sentences.append(
             "Prompts, tool descriptions and schemas, arguments, results and replies are "
             "redacted (same shape, object keys numbered)."
         )
-    return " ".join(["Inferred from the engine's event trail:", *sentences])
+    return " ".join([source, *sentences])
 
 
 def _name(run_id: str) -> str:

@@ -13,32 +13,23 @@ import math
 from typing import Any
 
 from harness.contract import boundaries
-from harness.faults import plan
+from harness.faults import spec
 from harness.scenario import schema as scenario_module
 from harness.trial import history as history_module
 from harness.world import ledger, transcript
 
-# Faults that interrupt a worker; the others mark the end of one.
-INTERRUPTING = frozenset(
-    {"kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart"}
-)
-ENDING = frozenset({"heal", "resume", "pg_start"})
-# Which action ends which fault; a kill ends the moment it happens.
-_ENDED_BY = {
-    "pause": "resume",
-    "db_cut": "heal",
-    "commit_lost": "heal",
-    "commit_dropped": "heal",
-    "latency": "heal",
-    "pg_restart": "pg_start",
-}
-DATABASE_FAULTS = frozenset({"db_cut", "pg_restart"})
+# Faults that interrupt a worker, and the records that mark the end of one
+# (harness/faults/spec.py); a kill ends the moment it happens.
+INTERRUPTING = frozenset(spec.CATALOG)
+ENDING = spec.ENDINGS
+_ENDED_BY = {name: fault.ended_by for name, fault in spec.CATALOG.items() if fault.ended_by}
+DATABASE_FAULTS = frozenset(name for name, fault in spec.CATALOG.items() if fault.cuts_database)
 # After-commit points that follow an external call rather than a commit.
 AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"})
 # Where the model's decision for a turn becomes durable.
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
-# A black box's world hit read as a boundary (harness/faults/blackbox.py) keeps the name of the
+# A black box's world hit read as a boundary (harness/checkers/blackbox.py) keeps the name of the
 # world point that struck here, e.g. `world:tool.effect#2`: evidence names that, never the
 # synthetic occurrence of the boundary it stands for.
 WORLD_POINT_DETAIL = "world_point"
@@ -230,27 +221,14 @@ def recoveries(history: history_module.TrialHistory) -> list[history_module.Boun
 # --- faults ----------------------------------------------------------------------------
 
 
-def parse_step(label: str | None) -> tuple[str, str, int] | None:
-    """`kill@tools.pending:before_commit#2` -> ("kill", "tools.pending:before_commit", 2)."""
-    if not label or "@" not in label or "#" not in label:
-        return None
-    head, _, occurrence = label.partition("?")[0].rpartition("#")
-    action, _, point = head.partition("@")
-    try:
-        return action, point, int(occurrence)
-    except ValueError:
-        return None
-
-
 def fault_hit(
     history: history_module.TrialHistory, fault: history_module.FaultApplied
 ) -> history_module.BoundaryHit | None:
-    parsed = parse_step(fault.step)
-    if parsed is None:
+    """The hit the fault struck at, when the history holds it (a time hit does not)."""
+    if fault.struck_at is None:
         return None
-    _, point, occurrence = parsed
     for hit in history.boundary_hits():
-        if hit.point == point and hit.occurrence == occurrence:
+        if hit.point == fault.struck_at.point and hit.occurrence == fault.struck_at.occurrence:
             return hit
     return None
 
@@ -319,22 +297,23 @@ def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
     The engine never heard the answer, so its boundary after COMMIT is missing; the heal
     record says what Postgres did with the transaction (harness/faults/nemesis.py).
     """
-    heals = {
-        fault.step: fault
-        for fault in history.faults()
-        if fault.action == "heal" and fault.ok and fault.step
-    }
+    heals = [fault for fault in history.faults() if fault.action == "heal" and fault.ok]
     found = []
     for fault in history.faults():
-        if fault.action not in plan.COMMIT_FAULTS or not fault.ok:
+        if fault.action not in spec.COMMIT or not fault.ok or fault.planned is None:
             continue
         hit = fault_hit(history, fault)
-        heal = heals.get(fault.step or "")
+        heal = next((heal for heal in reversed(heals) if _heals(heal, fault)), None)
         if hit is None or heal is None or not is_before_commit(hit):
             continue
         if heal.observed.get("transaction") == "committed":
             found.append(LostAck(fault, hit, heal))
     return found
+
+
+def _heals(heal: history_module.FaultApplied, fault: history_module.FaultApplied) -> bool:
+    """The nemesis heals a fault under the same step, struck at the same hit."""
+    return heal.planned == fault.planned and heal.struck_at == fault.struck_at
 
 
 def database_down_at_end(history: history_module.TrialHistory) -> list[Interruption]:

@@ -21,6 +21,7 @@ from harness.cli import options as cli_options
 from harness.contract import boundaries, run_report
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
+from harness.faults import spec as fault_spec
 from harness.lab import shared as lab_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.report import summary as report
@@ -30,6 +31,14 @@ from harness.trial import artifacts as store
 from harness.trial import runner as trial_module
 
 console = terminal.make_console()
+# The fault classes as the catalog names them (harness/faults/spec.py).
+_FAULT_CLASSES = ", ".join(fault_spec.MATRIX)
+_FAULTS_HELP = f"Fault classes to expand (comma-separated: {_FAULT_CLASSES})."
+_FAULTS_DRAWN_HELP = f"Fault classes to draw from (comma-separated: {_FAULT_CLASSES})."
+_FAULT_HELP = (
+    f"ACTION@POINT[#N][?NAME=VALUE&...], e.g. kill@tool.started#1; ACTION: "
+    f"{', '.join(fault_spec.NAMES)}."
+)
 _verbose = False  # set by -v: tracebacks for harness errors
 
 
@@ -53,7 +62,7 @@ def main(verbose: bool, isolation: str) -> None:
 @main.command()
 @cli_options.engine_option
 @cli_options.scenario_option(multiple=True)
-@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
 @click.option(
     "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
 )
@@ -82,7 +91,7 @@ def matrix(
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
-    fault_classes = plan_module.parse_fault_classes(faults)
+    fault_classes = fault_spec.parse_classes(faults)
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
@@ -163,9 +172,7 @@ def _write_reports(
 @main.command()
 @cli_options.engine_option
 @cli_options.scenario_option(required=True)
-@click.option(
-    "--fault", "fault_texts", multiple=True, help="ACTION@POINT[#N], e.g. kill@tool.started#1."
-)
+@click.option("--fault", "fault_texts", multiple=True, help=_FAULT_HELP)
 @click.option("--seed", default=0, show_default=True)
 @cli_options.out_option
 @cli_options.pg_option
@@ -347,9 +354,7 @@ def entry() -> None:
 @cli_options.scenario_option(required=True)
 @click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
 @click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
-@click.option(
-    "--faults", default="kill,pause", show_default=True, help="Fault classes to draw from."
-)
+@click.option("--faults", default="kill,pause", show_default=True, help=_FAULTS_DRAWN_HELP)
 @click.option("--max-faults", default=3, show_default=True, help="Most faults per schedule.")
 @click.option(
     "--points",
@@ -382,7 +387,7 @@ def explore(
     """
     from harness.campaigns import explore as explore_module
 
-    fault_classes = plan_module.parse_fault_classes(faults)
+    fault_classes = fault_spec.parse_classes(faults)
     point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
@@ -429,7 +434,7 @@ def explore(
 @main.command()
 @cli_options.engine_option
 @cli_options.scenario_option(multiple=True)
-@click.option("--faults", default="kill", show_default=True, help="Fault classes to expand.")
+@click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
 @click.option(
     "--mode",
     type=click.Choice(["auto", "boundary", "blackbox", "both"]),
@@ -482,7 +487,7 @@ def certify(
     from harness.campaigns import certify as certify_module
     from harness.checkers import levels as levels_module
 
-    fault_classes = plan_module.parse_fault_classes(faults)
+    fault_classes = fault_spec.parse_classes(faults)
     point_names = plan_module.parse_points(
         points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     )

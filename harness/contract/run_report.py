@@ -1,7 +1,8 @@
 """What the harness gives an engine (RunInput) and reads back from it (RunReport).
 
-Both are part of the engine contract (harness/CONTRACT.md); `crashcert schema` prints
-their JSON schema. The harness validates every report; a malformed one is an ERROR.
+Both are part of the engine contract (harness/CONTRACT.md), with the types a scenario
+shares with them (Budgets, RunStatus); `crashcert schema` prints their JSON schema. The
+harness validates every report; a malformed one is an ERROR.
 """
 
 from __future__ import annotations
@@ -10,7 +11,34 @@ from typing import Any, Literal
 
 import pydantic
 
-from harness.scenario import schema as scenario_module
+# Budgets of one run: bounded so the engine can store what it is given, and large enough
+# that production budgets of millions of tokens replay (`crashcert incident`).
+MAX_BUDGET = 10**6  # model calls and tool calls of one run
+MAX_TOKEN_BUDGET = 10**9
+TERMINAL_STATUSES = frozenset(
+    {"succeeded", "failed", "cancelled", "dead_lettered", "delivery_uncertain", "budget_exhausted"}
+)
+RunStatus = Literal[
+    "pending",
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "dead_lettered",
+    "delivery_uncertain",
+    "budget_exhausted",
+]
+
+
+class Budgets(pydantic.BaseModel):
+    """A run's budgets: written in a scenario, handed to the engine with the run."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    iterations: int = pydantic.Field(default=8, ge=1, le=MAX_BUDGET)
+    tool_calls: int = pydantic.Field(default=8, ge=0, le=MAX_BUDGET)
+    tokens: int = pydantic.Field(default=100_000, ge=1, le=MAX_TOKEN_BUDGET)
 
 
 class ReportModel(pydantic.BaseModel):
@@ -24,7 +52,7 @@ class RunInput(pydantic.BaseModel):
 
     run_key: str
     messages: list[dict[str, Any]]
-    budgets: scenario_module.Budgets
+    budgets: Budgets
     max_attempts: int = 5
 
 
@@ -69,7 +97,7 @@ class FrontierReport(ReportModel):
 class RunReport(ReportModel):
     v: int = 1
     run_id: str
-    status: scenario_module.RunStatus
+    status: RunStatus
     reason: str | None = None
     attempts: int = 0
     frontier: FrontierReport
@@ -80,4 +108,4 @@ class RunReport(ReportModel):
 
     @property
     def terminal(self) -> bool:
-        return self.status in scenario_module.TERMINAL_STATUSES
+        return self.status in TERMINAL_STATUSES

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness import errors
 from harness.contract import boundaries
-from harness.faults import plan as plan_module
+from harness.faults import spec
 from harness.lab import launcher as launcher_module
 from harness.lab import postgres
 from harness.trial import history
@@ -55,7 +55,7 @@ Heal = Callable[[], None]
 class Nemesis:
     def __init__(
         self,
-        plan: list[history.FaultStep],
+        plan: list[spec.FaultStep],
         *,
         launcher: launcher_module.Launcher,
         recorder: recorder_module.Recorder,
@@ -108,7 +108,7 @@ class Nemesis:
 
     # -- the faults ---------------------------------------------------------------------
 
-    def _apply(self, step: history.FaultStep, hit: history.BoundaryHit) -> None:
+    def _apply(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
         worker = self._launcher.workers.by_pid(hit.pid) or self._launcher.workers.by_id(
             hit.worker_id
         )
@@ -139,17 +139,15 @@ class Nemesis:
                 self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
                 return
             # The held worker's open transaction, noted before its COMMIT can be sent.
-            xids = self._in_flight() if step.action in plan_module.COMMIT_FAULTS else []
+            xids = self._in_flight() if step.action in spec.COMMIT else []
             heal = self._break_link(step, proxy)
-            observed = {"xids": xids} if step.action in plan_module.COMMIT_FAULTS else {}
+            observed = {"xids": xids} if step.action in spec.COMMIT else {}
             self._record(
                 step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=observed
             )
             self._schedule(heal_after, self._healer(step, hit, heal, xids), "heal", at=heal_at)
 
-    def _restart_same_id(
-        self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any
-    ) -> None:
+    def _restart_same_id(self, step: spec.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         """A supervisor that restarts the killed process under the same worker id."""
         try:
             again = self._launcher.start(worker_id=worker.worker_id)
@@ -159,7 +157,7 @@ class Nemesis:
         note = f"restarted as pid {again.pid} with the same worker id"
         self._record("restart", step, hit, ok=True, note=note)
 
-    def _pause(self, step: history.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
+    def _pause(self, step: spec.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         worker.pause()
         self._record("pause", step, hit, ok=True, note=f"SIGSTOP process group {worker.pgid}")
         if not [other for other in self._launcher.workers.alive() if not other.paused]:
@@ -184,11 +182,11 @@ class Nemesis:
         )
         self._record("resume", step, hit, ok=True, note=note)
 
-    def _break_link(self, step: history.FaultStep, proxy: Any) -> Heal:
+    def _break_link(self, step: spec.FaultStep, proxy: Any) -> Heal:
         if step.action == "db_cut":
             proxy.disable()
             return proxy.enable
-        if step.action in ("commit_lost", "commit_dropped"):
+        if step.action in spec.COMMIT:
             stream = "downstream" if step.action == "commit_lost" else "upstream"
             # timeout=0: bytes are swallowed and the connection stays open until healed.
             toxic = proxy.add_toxic("timeout", stream=stream, attributes={"timeout": 0})
@@ -214,7 +212,7 @@ class Nemesis:
             return None
         return self._proxies.by_worker.get(hit.worker_id or "")
 
-    def _pg_start(self, step: history.FaultStep, hit: history.BoundaryHit) -> Heal:
+    def _pg_start(self, step: spec.FaultStep, hit: history.BoundaryHit) -> Heal:
         def heal() -> None:
             self._pg.start()
             self._record("pg_start", step, hit, ok=True, note="Postgres accepts connections")
@@ -223,7 +221,7 @@ class Nemesis:
 
     def _healer(
         self,
-        step: history.FaultStep,
+        step: spec.FaultStep,
         hit: history.BoundaryHit,
         heal: Heal,
         xids: list[int],
@@ -232,7 +230,7 @@ class Nemesis:
             heal()
             note = f"healed {step.action}"
             observed: dict[str, Any] = {}
-            if step.action in plan_module.COMMIT_FAULTS:
+            if step.action in spec.COMMIT:
                 # The heal cut the hung connection, so its transaction settles now:
                 # committed or rolled back, never both, whatever the engine concludes.
                 outcome, why = self._fate(xids)
@@ -290,7 +288,7 @@ class Nemesis:
     def _record(
         self,
         action: str,
-        step: history.FaultStep,
+        step: spec.FaultStep,
         hit: history.BoundaryHit,
         *,
         ok: bool,
@@ -300,7 +298,8 @@ class Nemesis:
         self._recorder.append(
             history.FaultApplied(
                 action=action,
-                step=step.label(),
+                planned=step,
+                struck_at=spec.PointRef(point=hit.point, occurrence=hit.occurrence),
                 worker_id=hit.worker_id,
                 pid=hit.pid,
                 ok=ok,

@@ -16,34 +16,14 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from harness import errors
-from harness.scenario import validation
+from harness.contract import run_report
+from harness.faults import spec
+from harness.scenario import limits, validation
 
 RUN_KEY_PLACEHOLDER = "{run}"
-# Bounds on every number of a scenario: finite, and small enough that a trial ends within
-# the deadline and the engine can store what it is given. A value beyond them is the
-# scenario's mistake, refused at validation, not a failure to pin on the engine.
-MIN_DEADLINE_S = 1.0  # a run needs a few round trips to the model, tools and sink
-MAX_DEADLINE_S = 3600.0
-MAX_LATENCY_MS = int(MAX_DEADLINE_S * 1000)  # and at most the scenario's own deadline
-MAX_TURN_TOKENS = 2**31 - 1  # usage of one model response fits a 32-bit integer column
-MAX_BUDGET = 10**6  # model calls and tool calls of one run
-# Tokens of one run: production budgets of millions must replay (`crashcert incident`).
-MAX_TOKEN_BUDGET = 10**9
-MAX_SCRIPTED_FAILURES = 1000  # fail_first / effect_then_fail: retries an engine might make
-TERMINAL_STATUSES = frozenset(
-    {"succeeded", "failed", "cancelled", "dead_lettered", "delivery_uncertain", "budget_exhausted"}
-)
-RunStatus = Literal[
-    "pending",
-    "running",
-    "waiting",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "dead_lettered",
-    "delivery_uncertain",
-    "budget_exhausted",
-]
+# A scenario's budgets and expected status are the engine contract's types
+# (harness/contract/run_report.py); this name stays for the engine's tests.
+TERMINAL_STATUSES = run_report.TERMINAL_STATUSES
 
 
 # Strings and free-form JSON reach the engine and Postgres: no NUL, finite JSON numbers.
@@ -57,8 +37,8 @@ class StrictModel(pydantic.BaseModel):
 
 
 class Usage(StrictModel):
-    prompt_tokens: int = pydantic.Field(default=100, ge=0, le=MAX_TURN_TOKENS)
-    completion_tokens: int = pydantic.Field(default=20, ge=0, le=MAX_TURN_TOKENS)
+    prompt_tokens: int = pydantic.Field(default=100, ge=0, le=limits.MAX_TURN_TOKENS)
+    completion_tokens: int = pydantic.Field(default=20, ge=0, le=limits.MAX_TURN_TOKENS)
 
     @property
     def total_tokens(self) -> int:
@@ -69,11 +49,11 @@ class ToolBehaviour(StrictModel):
     """What the simulated tool service does with a request."""
 
     result: JsonData = pydantic.Field(default_factory=lambda: {"ok": True})
-    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=limits.MAX_LATENCY_MS)
     # The first N requests answer 503 {"applied": false}: nothing happened, safe to retry.
-    fail_first: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
+    fail_first: int = pydantic.Field(default=0, ge=0, le=limits.MAX_SCRIPTED_FAILURES)
     # The first N requests apply the effect, then answer 500: the effect happened.
-    effect_then_fail: int = pydantic.Field(default=0, ge=0, le=MAX_SCRIPTED_FAILURES)
+    effect_then_fail: int = pydantic.Field(default=0, ge=0, le=limits.MAX_SCRIPTED_FAILURES)
     # Requests never get an answer (until the world stops); no effect is applied.
     hang: bool = False
 
@@ -139,12 +119,6 @@ class Turn(StrictModel):
         return self
 
 
-class Budgets(StrictModel):
-    iterations: int = pydantic.Field(default=8, ge=1, le=MAX_BUDGET)
-    tool_calls: int = pydantic.Field(default=8, ge=0, le=MAX_BUDGET)
-    tokens: int = pydantic.Field(default=100_000, ge=1, le=MAX_TOKEN_BUDGET)
-
-
 class RunInputSpec(StrictModel):
     system: Text = "You are a careful support agent."
     user: Text
@@ -152,11 +126,11 @@ class RunInputSpec(StrictModel):
 
 class SinkSpec(StrictModel):
     queryable: bool = True
-    latency_ms: int = pydantic.Field(default=0, ge=0, le=MAX_LATENCY_MS)
+    latency_ms: int = pydantic.Field(default=0, ge=0, le=limits.MAX_LATENCY_MS)
 
 
 class Expectation(StrictModel):
-    status: RunStatus = "succeeded"
+    status: run_report.RunStatus = "succeeded"
     reason: Text | None = None
 
 
@@ -164,30 +138,39 @@ class Scenario(StrictModel):
     name: str = pydantic.Field(pattern=r"^[a-z0-9_-]{1,64}$")
     description: Text = ""
     input: RunInputSpec
-    budgets: Budgets = pydantic.Field(default_factory=Budgets)
+    budgets: run_report.Budgets = pydantic.Field(default_factory=run_report.Budgets)
     tools: list[ToolSpec] = pydantic.Field(default_factory=list)
     turns: list[Turn] = pydantic.Field(min_length=1)
     sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
     deadline_s: float = pydantic.Field(
-        default=30.0, ge=MIN_DEADLINE_S, le=MAX_DEADLINE_S, allow_inf_nan=False
+        default=30.0, ge=limits.MIN_DEADLINE_S, le=limits.MAX_DEADLINE_S, allow_inf_nan=False
     )
     expect: Expectation = pydantic.Field(default_factory=Expectation)
     # A fault plan that belongs to the scenario (an incident replay, say), in the syntax of
     # `crashcert run --fault`: ACTION@POINT[#OCCURRENCE]. `run` uses it when no --fault is given.
     faults: list[Text] = pydantic.Field(default_factory=list)
+    # Other fault plans the incident's record cannot rule out (`crashcert incident`, e.g.
+    # tool.returned where the record shows tool.started): `replay` runs `faults` and each
+    # of these; `run` and the matrix ignore them.
+    variants: list[list[Text]] = pydantic.Field(default_factory=list, max_length=16)
     # Why this scenario exists: the class of bug or incident it reproduces.
     note: Text = ""
 
     @pydantic.field_validator("faults")
     @classmethod
     def _fault_syntax(cls, value: list[str]) -> list[str]:
-        from harness.faults import plan  # plan imports history, which imports this module
-
         for text in value:
             try:
-                plan.parse_fault(text)
+                spec.parse(text)
             except errors.CrashcertError as error:
                 raise ValueError(str(error)) from None
+        return value
+
+    @pydantic.field_validator("variants")
+    @classmethod
+    def _variant_syntax(cls, value: list[list[str]]) -> list[list[str]]:
+        for faults in value:
+            cls._fault_syntax(faults)
         return value
 
     @pydantic.model_validator(mode="after")

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pydantic
 
 from harness.contract import run_report
+from harness.faults import spec
 from harness.scenario import schema as scenario_module
 from harness.world import ledger
 
@@ -20,41 +21,6 @@ class Record(pydantic.BaseModel):
 
     seq: int = 0
     t: float = 0.0
-
-
-FaultAction = Literal[
-    "kill",  # SIGKILL the worker's process group while it is held at the point
-    "pause",  # SIGSTOP the worker past its lease, SIGCONT later
-    "db_cut",  # disable the worker's Toxiproxy proxy, heal later
-    "commit_lost",  # at a before_commit point: drop the server->engine direction
-    "commit_dropped",  # at a before_commit point: drop the engine->server direction
-    "latency",  # latency larger than the lease on the worker's connection
-    "pg_restart",  # pg_ctl stop -m immediate, then start again
-]
-
-
-class FaultStep(pydantic.BaseModel):
-    """Apply `action` when the engine reports `point` for the `occurrence`-th time."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-
-    action: FaultAction = "kill"
-    point: str
-    occurrence: int = pydantic.Field(default=1, ge=1)
-    params: dict[str, Any] = pydantic.Field(default_factory=dict)
-
-    def label(self) -> str:
-        """`kill@run.claimed#1`, with `?name=value&...` when the step has params."""
-        text = f"{self.action}@{self.point}#{self.occurrence}"
-        if self.params:
-            text += "?" + "&".join(
-                f"{name}={_param_text(value)}" for name, value in sorted(self.params.items())
-            )
-        return text
-
-
-def _param_text(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 class BoundaryHit(Record):
@@ -69,8 +35,12 @@ class BoundaryHit(Record):
 
 class FaultApplied(Record):
     kind: Literal["fault"] = "fault"
-    action: str  # a FaultAction, or "heal" / "resume" / "pg_start" for the end of one
-    step: str | None = None  # FaultStep.label() that caused it
+    action: str  # a fault class (spec.CATALOG), or the record that ends one (spec.ENDINGS)
+    step: str | None = None  # the label of `planned`, as histories have always carried it
+    # The plan's step that caused it, and the hit it struck at (for a translated black-box
+    # history, the boundary that hit stands for). Filled from `step` for older histories.
+    planned: spec.FaultStep | None = None
+    struck_at: spec.PointRef | None = None
     worker_id: str | None = None
     pid: int | None = None
     ok: bool = True
@@ -78,6 +48,29 @@ class FaultApplied(Record):
     # What the harness read straight from the engine's committed state at this moment,
     # e.g. {"frontier_version": 5, "status": "running"}: how a lost commit really ended.
     observed: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _structured(cls, data: Any) -> Any:
+        """The label and the structured step say the same, whichever was given: a history
+        written before the structured fields existed is read once, here. Such a fault
+        struck at the point its step names."""
+        if not isinstance(data, dict):
+            return data
+        planned, label = data.get("planned"), data.get("step")
+        if planned is None and isinstance(label, str):
+            step = spec.read_label(label)
+            if step is not None:
+                data = {**data, "planned": step}
+                if data.get("struck_at") is None:
+                    data["struck_at"] = spec.PointRef(point=step.point, occurrence=step.occurrence)
+        elif planned is not None and label is None:
+            try:
+                step = spec.FaultStep.model_validate(planned)
+            except pydantic.ValidationError:
+                return data  # the field's own validation says what is wrong
+            data = {**data, "step": step.label()}
+        return data
 
 
 class WorkerEvent(Record):
@@ -101,7 +94,7 @@ class TrialHistory(pydantic.BaseModel):
     trial_id: str
     engine: str
     scenario: scenario_module.Scenario
-    plan: list[FaultStep] = pydantic.Field(default_factory=list)
+    plan: list[spec.FaultStep] = pydantic.Field(default_factory=list)
     seed: int = 0
     # The points the engine's description says it reports, even when this trial ran it as
     # a black box (no control channel); None: not recorded (a history from before).

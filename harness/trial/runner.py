@@ -21,11 +21,14 @@ import pydantic
 
 from harness import checkers, errors
 from harness.campaigns import interrupt
+from harness.checkers import blackbox as blackbox_checks
 from harness.checkers import verdict as verdict_module
 from harness.contract import control, run_report
-from harness.faults import blackbox
+from harness.contract.engines import blackbox as blackbox_engine
 from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
+from harness.faults import spec as fault_spec
+from harness.faults import world_trigger
 from harness.lab import launcher as launcher_module
 from harness.lab import proxy_audit
 from harness.lab import shared as lab_module
@@ -56,7 +59,7 @@ class TrialSpec(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     scenario: scenario_module.Scenario
-    plan: list[history.FaultStep] = pydantic.Field(default_factory=list)
+    plan: list[fault_spec.FaultStep] = pydantic.Field(default_factory=list)
     seed: int = 0
     label: str = "baseline"
     # A standby worker is running from the start, so recovery costs no process start-up.
@@ -70,7 +73,7 @@ class TrialSpec(pydantic.BaseModel):
         cls, scenario: scenario_module.Scenario, faults: Sequence[str], **fields: Any
     ) -> TrialSpec:
         """The scenario under faults written as text (`kill@tool.returned#2`), labelled so."""
-        steps = [plan_module.parse_fault(text) for text in faults]
+        steps = [fault_spec.parse(text) for text in faults]
         return cls(scenario=scenario, plan=steps, label=plan_module.plan_label(steps), **fields)
 
 
@@ -91,11 +94,11 @@ class TrialOutcome(pydantic.BaseModel):
 
 def repro_command(spec: TrialSpec, *, trial: history.TrialHistory | None = None) -> str:
     """One command that reruns the trial. With its history, a time kill reruns at the world
-    point it landed after (blackbox.rerun_step); the plan and label keep the time point."""
+    point it landed after (plan.rerun_step); the plan and label keep the time point."""
     argv = ["crashcert", "run", "--engine", spec.engine_ref]
     argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
     for step in spec.plan:
-        rerun = step if trial is None else blackbox.rerun_step(trial, step)
+        rerun = step if trial is None else plan_module.rerun_step(trial, step)
         argv += ["--fault", rerun.label()]
     argv += ["--seed", str(spec.seed)]
     return shlex.join(argv)
@@ -122,7 +125,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         scenario=spec.scenario,
         plan=spec.plan,
         seed=spec.seed,
-        declared_boundaries=list(blackbox.declared_boundaries(lab.engine)),
+        declared_boundaries=list(blackbox_engine.declared_boundaries(lab.engine)),
         run_key=f"{spec.scenario.name}-{trial_id}",
         started_at=time.time(),
     )
@@ -143,9 +146,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
     return _finish(trial, spec, directory)
 
 
-def _finish(
-    trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path
-) -> TrialOutcome:
+def _finish(trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path) -> TrialOutcome:
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
     results, verdict = judge(trial)
@@ -172,15 +173,15 @@ def judge(
 ) -> tuple[list[verdict_module.CheckResult], verdict_module.Verdict]:
     """Every invariant (black-box aware) plus plan.applied, and the trial's verdict: the
     same judgement live and when a stored trial is analysed again."""
-    results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
+    results = blackbox_checks.judge(trial)  # check_all, with world hits read as boundaries
     results.append(_plan_result(trial))
     return results, checkers.trial_verdict(trial, results)
 
 
 def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
     """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE."""
-    applied = {fault.step for fault in trial.faults() if fault.ok}
-    missing = [step.label() for step in trial.plan if step.label() not in applied]
+    applied = [fault.planned for fault in trial.faults() if fault.ok]
+    missing = [step.label() for step in trial.plan if step not in applied]
     failed = [f"{fault.step}: {fault.note}" for fault in trial.faults() if not fault.ok]
     if not missing:
         return verdict_module.CheckResult(
@@ -238,8 +239,8 @@ def _execute(
         server.set_policy(nemesis.on_hit)
         stack.callback(nemesis.close)  # runs first: heal everything before anything stops
         trigger = None
-        if blackbox.wanted(engine, spec.plan):
-            trigger = blackbox.WorldTrigger(
+        if blackbox_engine.wanted(engine, spec.plan):
+            trigger = world_trigger.WorldTrigger(
                 world,
                 spec.plan,
                 run_key=trial.run_key,

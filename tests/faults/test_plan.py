@@ -7,21 +7,22 @@ import pytest
 from harness import errors
 from harness.contract import boundaries
 from harness.faults import plan
+from harness.faults import spec as fault_spec
 
 
 def test_parse_fault():
-    step = plan.parse_fault("kill@tool.started:before_commit#2")
+    step = fault_spec.parse("kill@tool.started:before_commit#2")
     assert (step.action, step.point, step.occurrence) == ("kill", "tool.started:before_commit", 2)
-    assert plan.parse_fault("kill@run.claimed").occurrence == 1
+    assert fault_spec.parse("kill@run.claimed").occurrence == 1
     assert step.label() == "kill@tool.started:before_commit#2"
 
 
 def test_a_heal_point_rides_on_the_step_and_its_label():
     text = "db_cut@tools.pending#1?heal_at=tool.settled:before_commit#2"
-    step = plan.parse_fault(text)
+    step = fault_spec.parse(text)
     assert step.params == {"heal_at": "tool.settled:before_commit#2"}
     assert step.label() == text
-    assert plan.parse_fault(step.label()) == step
+    assert fault_spec.parse(step.label()) == step
     assert boundaries.parse_ref(step.params["heal_at"]) == ("tool.settled:before_commit", 2)
     assert boundaries.parse_ref("reply.ready") == ("reply.ready", 1)
 
@@ -42,7 +43,7 @@ def test_a_heal_point_rides_on_the_step_and_its_label():
 )
 def test_parse_fault_rejects_bad_input_clearly(text, problem):
     with pytest.raises(errors.CrashcertError, match=problem):
-        plan.parse_fault(text)
+        fault_spec.parse(text)
 
 
 TRACE = [

@@ -21,6 +21,7 @@ from psycopg import conninfo
 
 from harness.checkers import verdict as verdict_module
 from harness.contract.engines import commands
+from harness.faults import spec as fault_spec
 from harness.lab import postgres
 from harness.lab import shared as lab_module
 from harness.lab.postgres import binaries, embedded
@@ -187,7 +188,7 @@ def test_no_file_of_a_trial_holds_the_database_password(
     monkeypatch.setattr(sys, "argv", ["crashcert", "run", "--pg-dsn", lab.pg.dsn])
     spec = trial_module.TrialSpec(
         scenario=scenario_module.find("refund"),
-        plan=[history.FaultStep(action="kill", point="tool.started", occurrence=2)],
+        plan=[fault_spec.FaultStep(action="kill", point="tool.started", occurrence=2)],
         label="kill@tool.started#2",
     )
     outcome = trial_module.run_trial(lab, spec, out_dir=tmp_path)

@@ -9,6 +9,7 @@ import rich.console
 
 from harness.checkers import verdict
 from harness.faults import plan
+from harness.faults import spec as fault_spec
 from harness.report import summary as report
 from harness.scenario import schema as scenario
 from harness.trial import history
@@ -18,7 +19,7 @@ REFUND = scenario.find("refund")
 
 
 def outcome(fault: str | None, result: verdict.Verdict) -> trial.TrialOutcome:
-    steps = [plan.parse_fault(fault)] if fault else []
+    steps = [fault_spec.parse(fault)] if fault else []
     spec = trial.TrialSpec(scenario=REFUND, plan=steps, label=plan.plan_label(steps) or "baseline")
     return trial.TrialOutcome(
         spec=spec,

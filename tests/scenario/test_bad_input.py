@@ -17,7 +17,7 @@ from harness import errors
 from harness.campaigns import soak
 from harness.cli import main as cli
 from harness.contract.engines import commands
-from harness.faults import plan
+from harness.faults import spec
 from harness.scenario import schema as scenario
 from harness.scenario import validation
 
@@ -374,7 +374,7 @@ def test_a_nul_in_scripted_text_is_refused(tmp_path, change, field):
 )
 def test_bad_fault_texts_are_refused_at_parse_time(text, problem):
     with pytest.raises(errors.CrashcertError) as raised:
-        plan.parse_fault(text)
+        spec.parse(text)
     assert problem in str(raised.value) and "\n" not in str(raised.value)
 
 
@@ -392,8 +392,8 @@ def test_bad_fault_texts_are_refused_at_parse_time(text, problem):
     ],
 )
 def test_good_fault_texts_still_parse_and_round_trip(text):
-    step = plan.parse_fault(text)
-    assert plan.parse_fault(step.label()) == step
+    step = spec.parse(text)
+    assert spec.parse(step.label()) == step
 
 
 def test_a_scenario_with_a_bad_fault_names_the_field(tmp_path):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from harness import errors
+from harness.faults import spec
 from harness.scenario import schema as scenario
 from harness.trial import artifacts as store
 from harness.trial import history
@@ -26,7 +27,7 @@ def _history() -> history.TrialHistory:
         trial_id="t1",
         engine="reference",
         scenario=SCENARIO,
-        plan=[history.FaultStep(point="reply.ready")],
+        plan=[spec.FaultStep(point="reply.ready")],
         run_key="tiny-t1",
         run_id="r1",
         events=[
@@ -80,7 +81,7 @@ def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
 
     stored = _history().model_copy(
         update={
-            "plan": [history.FaultStep(point="world:reply.accepted")],
+            "plan": [spec.FaultStep(point="world:reply.accepted")],
             "events": [
                 history.BoundaryHit(
                     seq=1,

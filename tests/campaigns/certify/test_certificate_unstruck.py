@@ -10,12 +10,13 @@ import rich.console
 from harness.campaigns import certify
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
+from harness.faults import spec as fault_spec
 from harness.trial import history
 from harness.trial import runner as trial_module
 from tests.checkers import builders
 
 Verdict = verdict_module.Verdict
-KILL = history.FaultStep(action="kill", point="tool.returned", occurrence=1)
+KILL = fault_spec.FaultStep(action="kill", point="tool.returned", occurrence=1)
 
 
 def _outcome(trial: history.TrialHistory) -> trial_module.TrialOutcome:

@@ -9,9 +9,11 @@ from typing import Any, cast
 import pytest
 
 from harness import errors
-from harness.checkers import levels, verdict
+from harness.checkers import blackbox, levels, verdict
 from harness.contract import boundaries
-from harness.faults import blackbox, plan
+from harness.contract.engines import blackbox as blackbox_engine
+from harness.faults import plan
+from harness.faults import spec as fault_spec
 from harness.trial import artifacts as store
 from harness.trial import history
 from tests.checkers import builders
@@ -41,14 +43,14 @@ def test_badge_escapes_dashes_for_shields() -> None:
     ["kill@world:tool.effect#1", "kill@world:model.answered#3", "kill@time:+0.35s"],
 )
 def test_black_box_points_parse_as_faults(text: str) -> None:
-    step = plan.parse_fault(text)
+    step = fault_spec.parse(text)
     assert boundaries.is_blackbox_point(step.point)
-    assert plan.parse_fault(step.label()) == step
+    assert fault_spec.parse(step.label()) == step
 
 
 def test_unknown_world_point_is_refused() -> None:
     with pytest.raises(errors.CrashcertError, match="black box"):
-        plan.parse_fault("kill@world:tool.exploded#1")
+        fault_spec.parse("kill@world:tool.exploded#1")
 
 
 def world_hit(
@@ -194,10 +196,10 @@ def test_a_black_box_trial_of_an_engine_with_boundaries_never_says_it_reports_no
 
 def test_an_engine_run_as_a_black_box_keeps_its_declared_boundaries() -> None:
     engine = types.SimpleNamespace(name="e", boundaries=("run.claimed",), lease_ms=1000, preload=())
-    wrapped = blackbox.BlackBoxEngine(cast(Any, engine))
+    wrapped = blackbox_engine.BlackBoxEngine(cast(Any, engine))
     assert wrapped.boundaries == ()  # no control channel in this trial
-    assert blackbox.declared_boundaries(wrapped) == ("run.claimed",)
-    assert blackbox.declared_boundaries(cast(Any, engine)) == ("run.claimed",)
+    assert blackbox_engine.declared_boundaries(wrapped) == ("run.claimed",)
+    assert blackbox_engine.declared_boundaries(cast(Any, engine)) == ("run.claimed",)
 
 
 def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path) -> None:
@@ -231,9 +233,9 @@ def test_time_plans_are_seeded_and_inside_the_baseline() -> None:
     for turn in range(3):
         trial.model_request(turn)
     trial.finished_at = trial.now + 2.0
-    first = blackbox.time_plans(trial.build(), count=3, seed=7)
-    assert first == blackbox.time_plans(trial.build(), count=3, seed=7)
-    assert first != blackbox.time_plans(trial.build(), count=3, seed=8)
+    first = plan.time_plans(trial.build(), count=3, seed=7)
+    assert first == plan.time_plans(trial.build(), count=3, seed=7)
+    assert first != plan.time_plans(trial.build(), count=3, seed=8)
     for steps in first:
         seconds = boundaries.time_point_seconds(steps[0].point)
         assert seconds is not None and 0 < seconds < 2.3

@@ -7,7 +7,8 @@ import threading
 import types
 from typing import Any, cast
 
-from harness.faults import blackbox, plan
+from harness.faults import spec as fault_spec
+from harness.faults import world_trigger
 from harness.trial import history, recorder
 from harness.trial import runner as trial_module
 from harness.world import hooks, ledger
@@ -39,8 +40,8 @@ def _struck_history() -> history.TrialHistory:
     )
     launcher = _Launcher()
     record = recorder.Recorder()
-    steps = [plan.parse_fault(TIME_KILL)]
-    trigger = blackbox.WorldTrigger(
+    steps = [fault_spec.parse(TIME_KILL)]
+    trigger = world_trigger.WorldTrigger(
         cast(Any, world), steps, run_key=builders.RUN_KEY, recorder=record,
         launcher=cast(Any, launcher), policy=lambda hit: None,
     ).install()  # fmt: skip

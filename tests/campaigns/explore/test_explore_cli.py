@@ -12,7 +12,7 @@ from harness import errors
 from harness.campaigns import explore
 from harness.checkers import verdict as verdict_module
 from harness.cli import main as cli
-from harness.trial import history
+from harness.faults import spec as fault_spec
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_bad_input_is_refused_before_anything_starts(args: list[str], message: s
 def failure(status: explore.Status, *, replays_fail: bool) -> explore.ExploreResult:
     failed = explore.Observation(verdict_module.Verdict.FAIL, ("tool.at_most_once",))
     passed = explore.Observation(verdict_module.Verdict.PASS, ())
-    steps = [history.FaultStep(action="kill", point="tool.returned", occurrence=2)]
+    steps = [fault_spec.FaultStep(action="kill", point="tool.returned", occurrence=2)]
     return explore.ExploreResult(
         seed=7,
         candidates=55,
@@ -44,7 +44,7 @@ def failure(status: explore.Status, *, replays_fail: bool) -> explore.ExploreRes
         failure=explore.Failure(
             schedule=steps,
             invariants=("tool.at_most_once",),
-            found=[*steps, history.FaultStep(action="pause", point="reply.sent")],
+            found=[*steps, fault_spec.FaultStep(action="pause", point="reply.sent")],
             replays=[failed if replays_fail else passed] * 2,
             status=status,
             repro="crashcert run --engine e.yaml --scenario refund "

@@ -13,8 +13,8 @@ import pytest
 from harness import errors
 from harness.campaigns import explore
 from harness.checkers import verdict as verdict_module
+from harness.faults import spec
 from harness.scenario import schema as scenario
-from harness.trial import history
 
 TRACE = [
     ("run.claimed", 1),
@@ -44,7 +44,7 @@ class FakeEngine:
         self.bug = bug
         self.ran: list[tuple[str, list[str]]] = []
 
-    def __call__(self, schedule: list[history.FaultStep], purpose: str) -> explore.Observation:
+    def __call__(self, schedule: list[spec.FaultStep], purpose: str) -> explore.Observation:
         labels = [step.label() for step in schedule]
         self.ran.append((purpose, labels))
         return FAIL if f"kill@{self.bug}" in labels else PASS
@@ -73,17 +73,17 @@ def test_candidates_keep_only_chosen_boundaries() -> None:
 
 
 def test_commit_faults_only_before_commit_and_no_lease_fault_after_finish() -> None:
-    assert explore.applicable("commit_lost", "tools.pending:before_commit")
-    assert not explore.applicable("commit_lost", "tools.pending")
-    assert not explore.applicable("pause", "run.finished")
-    assert explore.applicable("kill", "run.finished")
-    assert explore.applicable("db_cut", "reply.sent")
+    assert spec.applies_at("commit_lost", "tools.pending:before_commit")
+    assert not spec.applies_at("commit_lost", "tools.pending")
+    assert not spec.applies_at("pause", "run.finished")
+    assert spec.applies_at("kill", "run.finished")
+    assert spec.applies_at("db_cut", "reply.sent")
 
 
 def test_generated_steps_respect_the_rules() -> None:
-    seen: list[list[history.FaultStep]] = []
+    seen: list[list[spec.FaultStep]] = []
 
-    def run(schedule: list[history.FaultStep], purpose: str) -> explore.Observation:
+    def run(schedule: list[spec.FaultStep], purpose: str) -> explore.Observation:
         seen.append(schedule)
         return PASS
 
@@ -99,7 +99,7 @@ def test_generated_steps_respect_the_rules() -> None:
         assert len({(s.point, s.occurrence) for s in schedule}) == len(schedule)
         for step in schedule:
             assert (step.point, step.occurrence) in reachable
-            assert explore.applicable(step.action, step.point), step.label()
+            assert spec.applies_at(step.action, step.point), step.label()
     actions = {step.action for schedule in seen for step in schedule}
     assert actions == {"kill", "pause", "commit_lost"}
 
@@ -150,7 +150,7 @@ def test_a_failure_that_does_not_replay_is_flaky() -> None:
 
 
 def _flaky_once(engine: FakeEngine) -> explore.RunSchedule:
-    def run(schedule: list[history.FaultStep], purpose: str) -> explore.Observation:
+    def run(schedule: list[spec.FaultStep], purpose: str) -> explore.Observation:
         observed = engine(schedule, purpose)
         return PASS if purpose == "replay" else observed
 
@@ -181,7 +181,7 @@ def test_bad_input_is_a_clear_error() -> None:
 
 def test_schedule_file_is_a_runnable_scenario(tmp_path: pathlib.Path) -> None:
     refund = scenario.find("refund")
-    steps = [history.FaultStep(action="pause", point="reply.sending", occurrence=1)]
+    steps = [spec.FaultStep(action="pause", point="reply.sending", occurrence=1)]
     path = explore.write_schedule(tmp_path, refund, steps, status=explore.Status.REPRODUCIBLE)
     loaded = scenario.load(path)
     assert loaded.faults == ["pause@reply.sending#1"]
@@ -194,7 +194,7 @@ LIVENESS = explore.Observation(verdict=verdict_module.Verdict.FAIL, failing=("ru
 def _masked(*, alone: explore.Observation, crowded: explore.Observation) -> explore.RunSchedule:
     """The bug is a kill at tool.returned#1; how it shows depends on the company it keeps."""
 
-    def run(schedule: list[history.FaultStep], purpose: str) -> explore.Observation:
+    def run(schedule: list[spec.FaultStep], purpose: str) -> explore.Observation:
         if "kill@tool.returned#1" not in [step.label() for step in schedule]:
             return PASS
         return alone if len(schedule) == 1 else crowded

@@ -18,10 +18,10 @@ from harness.campaigns import incident
 from harness.checkers import verdict as verdict_module
 from harness.cli import main as cli
 from harness.contract.engines import commands
+from harness.faults import spec as fault_spec
 from harness.lab import postgres
 from harness.lab import shared as lab_module
 from harness.scenario import schema as scenario_module
-from harness.trial import history
 from harness.trial import runner as trial_module
 
 pytestmark = pytest.mark.postgres
@@ -44,7 +44,7 @@ def test_trial_exported_and_replayed(
     lab: lab_module.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     refund = scenario_module.find("refund")
-    step = history.FaultStep(action="kill", point="tool.started", occurrence=2)
+    step = fault_spec.FaultStep(action="kill", point="tool.started", occurrence=2)
     spec = trial_module.TrialSpec(scenario=refund, plan=[step], label=KILL)
     kept: list[str] = []
     monkeypatch.setattr(lab, "drop_database", kept.append)  # keep it for --dsn

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers import facts
-from harness.faults import plan
+from harness.faults import spec
 from harness.scenario import schema as scenario
+from harness.trial import history
 
 INCIDENTS = sorted(scenario.bundled_dir().glob("incident_*.yaml"))
 
@@ -20,18 +20,21 @@ def test_each_names_its_class_and_sets_faults(path) -> None:
     loaded = scenario.load(path)
     assert loaded.note.startswith("Public incident class:")
     assert loaded.faults
-    assert [plan.parse_fault(text).label() for text in loaded.faults] == loaded.faults
+    assert [spec.parse(text).label() for text in loaded.faults] == loaded.faults
 
 
 def test_fault_params_round_trip_through_the_label() -> None:
-    step = plan.parse_fault("kill@tool.started#1?same_worker_id=true&heal_after_s=2.5")
+    step = spec.parse("kill@tool.started#1?same_worker_id=true&heal_after_s=2.5")
     assert step.params == {"same_worker_id": True, "heal_after_s": 2.5}
     assert step.label() == "kill@tool.started#1?heal_after_s=2.5&same_worker_id=true"
-    assert plan.parse_fault(step.label()) == step
-    assert plan.parse_fault("kill@tool.started").label() == "kill@tool.started#1"
-    assert facts.parse_step(step.label()) == ("kill", "tool.started", 1)
+    assert spec.parse(step.label()) == step
+    assert spec.parse("kill@tool.started").label() == "kill@tool.started#1"
+    # A fault record carrying only the label reads as the structured step and its hit.
+    record = history.FaultApplied(action="kill", step=step.label())
+    assert record.planned == step
+    assert record.struck_at == spec.PointRef(point="tool.started", occurrence=1)
 
 
 def test_bad_params_are_refused() -> None:
     with pytest.raises(Exception, match="NAME=VALUE"):
-        plan.parse_fault("kill@tool.started#1?same_worker_id")
+        spec.parse("kill@tool.started#1?same_worker_id")

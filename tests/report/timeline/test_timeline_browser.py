@@ -9,6 +9,7 @@ import click.testing
 from harness import checkers
 from harness.checkers import verdict as verdict_module
 from harness.cli import main as cli
+from harness.faults import spec
 from harness.report import timeline
 from harness.trial import artifacts as store
 from harness.trial import history
@@ -32,7 +33,7 @@ def duplicate_refund() -> history.TrialHistory:
     trial.close_round()
     builders.last_turn(trial)
     built = trial.build()
-    plan = [history.FaultStep(action="kill", point="tool.returned", occurrence=2)]
+    plan = [spec.FaultStep(action="kill", point="tool.returned", occurrence=2)]
     return built.model_copy(update={"plan": plan, "trial_id": "t-dup"})
 
 

@@ -1,0 +1,355 @@
+"""Faults as a type: the one grammar and the one catalog of fault classes.
+
+A fault is written `ACTION@POINT[#OCCURRENCE][?NAME=VALUE&...]`: `kill@tools.pending#1`,
+`db_cut@tools.pending#1?heal_at=tool.settled#1`, `kill@world:tool.effect#2`,
+`kill@time:+0.35s`. Each fault class is defined once, in CATALOG: what it does, where it
+may strike, what ends it and the params it reads. The plan, the explorer, the nemesis, the
+scenario format, the checkers and the CLI read it from here. Pure; it imports no trial
+history (the history imports this module, and the scenario format validates with it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic
+
+from harness import errors
+from harness.contract import boundaries
+from harness.scenario import limits, validation
+
+# --- params ------------------------------------------------------------------------------
+
+ParamKind = Literal["flag", "seconds", "milliseconds", "point"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A `?name=value` the nemesis understands (harness/faults/nemesis.py)."""
+
+    name: str
+    kind: ParamKind
+    meaning: str
+
+
+PARAMS: dict[str, Param] = {
+    param.name: param
+    for param in (
+        Param("same_worker_id", "flag", "restart the killed worker under the same id"),
+        Param("heal_after_s", "seconds", "heal the fault after this long"),
+        Param("heal_at", "point", "heal when any worker reports this point, e.g. tool.settled#1"),
+        Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
+        Param("latency_ms", "milliseconds", "the delay added to the link"),
+    )
+}
+# Times are bounded like a scenario's deadline: a heal or a time point beyond it only
+# stalls the trial.
+MAX_FAULT_S = limits.MAX_DEADLINE_S
+MAX_FAULT_LATENCY_MS = limits.MAX_LATENCY_MS
+
+# --- the catalog -------------------------------------------------------------------------
+
+# After the terminal commit no lease is held: pausing or cutting there proves nothing new.
+HOLDS_LEASE_UNTIL = "run.finished"
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultClass:
+    name: str
+    meaning: str
+    # The nemesis mends it later: after `heal_after_s`, or when a worker reports `heal_at`.
+    healed: bool = False
+    # The record that marks its end (the nemesis writes it); None: over once applied.
+    ended_by: str | None = None
+    # It strikes a COMMIT in flight, so it needs a `:before_commit` point.
+    before_commit: bool = False
+    # It still means something at run.finished, after which no lease is held.
+    after_release: bool = False
+    # While it is not healed, the worker cannot reach Postgres at all.
+    cuts_database: bool = False
+    # The PARAMS it reads (others are accepted and ignored, as they always were).
+    params: tuple[str, ...] = ()
+    # Expanded by `--faults` (crashcert matrix, certify, explore).
+    matrix: bool = True
+
+
+_HEAL_PARAMS = ("heal_after_s", "heal_at")
+CATALOG: dict[str, FaultClass] = {
+    fault.name: fault
+    for fault in (
+        FaultClass(
+            "kill",
+            "SIGKILL the worker's process group while it is held at the point",
+            after_release=True,
+            params=("same_worker_id",),
+        ),
+        FaultClass(
+            "pause",
+            "SIGSTOP the worker past its lease, SIGCONT later",
+            ended_by="resume",
+            params=("resume_after_s",),
+        ),
+        FaultClass(
+            "db_cut",
+            "disable the worker's Toxiproxy proxy, heal later",
+            healed=True,
+            ended_by="heal",
+            cuts_database=True,
+            params=_HEAL_PARAMS,
+        ),
+        FaultClass(
+            "commit_lost",
+            "at a before_commit point: drop the server->engine direction",
+            healed=True,
+            ended_by="heal",
+            before_commit=True,
+            after_release=True,
+            params=_HEAL_PARAMS,
+        ),
+        FaultClass(
+            "commit_dropped",
+            "at a before_commit point: drop the engine->server direction",
+            healed=True,
+            ended_by="heal",
+            before_commit=True,
+            after_release=True,
+            params=_HEAL_PARAMS,
+        ),
+        FaultClass(
+            "latency",
+            "latency larger than the lease on the worker's connection",
+            healed=True,
+            ended_by="heal",
+            params=("latency_ms", *_HEAL_PARAMS),
+        ),
+        FaultClass(
+            "pg_restart",
+            "pg_ctl stop -m immediate, then start again",
+            healed=True,
+            ended_by="pg_start",
+            cuts_database=True,
+            params=_HEAL_PARAMS,
+        ),
+    )
+}
+NAMES: tuple[str, ...] = tuple(CATALOG)
+MATRIX: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.matrix)
+HEALED = frozenset(name for name, fault in CATALOG.items() if fault.healed)
+COMMIT = frozenset(name for name, fault in CATALOG.items() if fault.before_commit)
+# The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
+ENDINGS = frozenset(fault.ended_by for fault in CATALOG.values() if fault.ended_by)
+
+if TYPE_CHECKING:
+    FaultAction = str
+else:  # the catalog's names, so a bad action is refused naming them all
+    FaultAction = Literal[NAMES]
+
+
+def applies_at(fault: str, point: str) -> bool:
+    """Where a fault of this class may strike: a commit fault only while a COMMIT is in
+    flight (a `:before_commit` point); a lease fault not at run.finished or its twin (no
+    lease is held there); a kill anywhere."""
+    found = CATALOG[fault]
+    if found.before_commit:
+        return point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+    return found.after_release or boundaries.base_name(point) != HOLDS_LEASE_UNTIL
+
+
+def recovery_follows(point: str) -> bool:
+    """Whether a fault may strike twice: after one at `point`, the recovering worker can be
+    killed again right after it claims the run. Not after run.finished: nothing recovers."""
+    return point != HOLDS_LEASE_UNTIL
+
+
+# --- a step ------------------------------------------------------------------------------
+
+
+class FaultStep(pydantic.BaseModel):
+    """Apply `action` when the engine reports `point` for the `occurrence`-th time."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    action: FaultAction = "kill"
+    point: str
+    occurrence: int = pydantic.Field(default=1, ge=1)
+    params: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    def label(self) -> str:
+        """`kill@run.claimed#1`, with `?name=value&...` when the step has params."""
+        text = f"{self.action}@{self.point}#{self.occurrence}"
+        if self.params:
+            text += "?" + "&".join(
+                f"{name}={_param_text(value)}" for name, value in sorted(self.params.items())
+            )
+        return text
+
+
+def _param_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+class PointRef(pydantic.BaseModel):
+    """A hit by name: its point and which occurrence of it in the trial."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    point: str
+    occurrence: int = pydantic.Field(ge=1)
+
+    def label(self) -> str:
+        return f"{self.point}#{self.occurrence}"
+
+
+# --- the grammar -------------------------------------------------------------------------
+
+FAULT_SYNTAX = re.compile(
+    r"^(?P<action>[a-z_]+)@(?P<point>[a-z._:]+|time:\+[0-9.]+s)(#(?P<occurrence>\d+))?"
+    r"(\?(?P<params>[a-z_]+=[A-Za-z0-9_.:#-]+(&[a-z_]+=[A-Za-z0-9_.:#-]+)*))?$"
+)
+
+
+def parse(text: str) -> FaultStep:
+    """`kill@tools.pending#1` -> FaultStep(kill, tools.pending, 1), or CrashcertError.
+
+    Params follow a `?`: `kill@run.claimed#1?same_worker_id=true`, `db_cut@...?heal_after_s=2`,
+    `db_cut@...?heal_at=tool.settled#1` (heal when any worker reports that point).
+    """
+    match = _match(text)
+    point = match["point"]
+    if not (boundaries.is_known(point) or boundaries.is_blackbox_point(point)):
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: unknown point {point!r}; "
+            f"known: {', '.join(boundaries.all_points())}; black box: "
+            f"{', '.join(boundaries.WORLD_POINTS)}, time:+SECONDSs"
+        )
+    seconds = boundaries.time_point_seconds(point)
+    if seconds is not None and seconds > MAX_FAULT_S:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: {point} is beyond {MAX_FAULT_S:g} seconds, "
+            "longer than any scenario's deadline"
+        )
+    step = _step(text, match)
+    _check_commit_point(text, step)
+    _check_heal_at(text, step)
+    return step
+
+
+def read_label(label: str) -> FaultStep | None:
+    """A label as a history recorded it (FaultStep.label()), read by the grammar alone:
+    what was done, even where a rule added since would refuse to plan it. None when the
+    text is no fault label."""
+    try:
+        return _step(label, _match(label))
+    except errors.CrashcertError:
+        return None
+
+
+def parse_classes(text: str) -> list[str]:
+    """`kill,pause` -> ["kill", "pause"], every one a known fault class, at least one."""
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [fault for fault in chosen if fault not in MATRIX]
+    if unknown or not chosen:
+        raise errors.CrashcertError(
+            f"unknown fault classes {unknown or chosen}; known: {', '.join(MATRIX)}"
+        )
+    return chosen
+
+
+def _match(text: str) -> re.Match[str]:
+    match = FAULT_SYNTAX.match(text.strip())
+    if not match:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: expected ACTION@POINT[#OCCURRENCE][?NAME=VALUE&...], "
+            "e.g. kill@tools.pending#1"
+        )
+    return match
+
+
+def _step(text: str, match: re.Match[str]) -> FaultStep:
+    try:
+        return FaultStep(
+            action=match["action"],
+            point=match["point"],
+            occurrence=int(match["occurrence"] or 1),
+            params=_params(match["params"]),
+        )
+    except pydantic.ValidationError as error:  # one line, naming the part: action, occurrence
+        raise errors.CrashcertError(f"bad fault {text!r}: {validation.describe(error)}") from None
+    except ValueError as error:
+        raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+
+
+def _check_commit_point(text: str, step: FaultStep) -> None:
+    """A lost or dropped COMMIT needs a COMMIT in flight: a `:before_commit` point. Anywhere
+    else nothing is held, the fault strikes no transaction and the checkers see nothing."""
+    if not CATALOG[step.action].before_commit or applies_at(step.action, step.point):
+        return
+    if step.point in boundaries.BEFORE_COMMIT:
+        hint = f": use {step.point}{boundaries.BEFORE_COMMIT_SUFFIX}"
+    else:
+        twins = [p for p in boundaries.all_points() if p.endswith(boundaries.BEFORE_COMMIT_SUFFIX)]
+        hint = f", and {step.point} has none; points with one: {', '.join(twins)}"
+    raise errors.CrashcertError(
+        f"bad fault {text!r}: {step.action} strikes a COMMIT in flight, so it needs a "
+        f"{boundaries.BEFORE_COMMIT_SUFFIX} point{hint}"
+    )
+
+
+def _check_heal_at(text: str, step: FaultStep) -> None:
+    """`db_cut@tools.pending#1?heal_at=tool.settled#1`: heal when any worker reports that."""
+    heal_at = step.params.get("heal_at")
+    if heal_at is None:
+        return
+    if not CATALOG[step.action].healed:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: heal_at only applies to {', '.join(sorted(HEALED))}"
+        )
+    if boundaries.parse_ref(str(heal_at)) is None:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: heal_at={heal_at} is not a known point "
+            "(e.g. heal_at=tool.settled#1)"
+        )
+
+
+def _params(text: str | None) -> dict[str, Any]:
+    """`same_worker_id=true&heal_after_s=2.5` -> {"same_worker_id": True, "heal_after_s": 2.5}.
+
+    Every name known, given once, its value of its kind and within bounds; ValueError says
+    which is not.
+    """
+    params: dict[str, Any] = {}
+    for item in text.split("&") if text else []:
+        name, _, raw = item.partition("=")
+        if name not in PARAMS:
+            raise ValueError(f"unknown param {name!r}; known: {', '.join(sorted(PARAMS))}")
+        if name in params:
+            raise ValueError(f"param {name!r} given twice")
+        params[name] = _param_value(PARAMS[name], raw)
+    return params
+
+
+def _param_value(param: Param, raw: str) -> Any:
+    name = param.name
+    if param.kind == "flag":
+        if raw not in ("true", "false"):
+            raise ValueError(f"{name}={raw}: expected true or false")
+        return raw == "true"
+    if param.kind == "seconds":
+        try:
+            # An integer stays one, so the step's label reads as it was written.
+            seconds: float = int(raw) if raw.isdigit() else float(raw)
+        except ValueError:
+            raise ValueError(f"{name}={raw}: expected a number of seconds") from None
+        if not (math.isfinite(seconds) and 0 < seconds <= MAX_FAULT_S):
+            raise ValueError(f"{name}={raw}: expected seconds above 0, at most {MAX_FAULT_S:g}")
+        return seconds
+    if param.kind == "milliseconds":
+        if not raw.isdigit() or not 0 < int(raw) <= MAX_FAULT_LATENCY_MS:
+            raise ValueError(
+                f"{name}={raw}: expected whole milliseconds from 1 to {MAX_FAULT_LATENCY_MS}"
+            )
+        return int(raw)
+    return raw  # a point: _check_heal_at knows it
