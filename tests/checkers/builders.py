@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from harness.contract import run_report
+from harness.faults import spec as fault_spec
 from harness.scenario import schema as scenario_module
 from harness.trial import history as history_module
 from harness.world import ledger, model
@@ -213,13 +214,17 @@ class Trial:
         observed: dict[str, Any] | None = None,
     ) -> history_module.FaultApplied:
         seq, t = self.tick()
-        # FaultStep.label()'s format: action@point#occurrence
-        step = f"{action}@{at.point}#{at.occurrence}" if at is not None else None
+        # As the nemesis records it: the step and the hit it struck at (the label follows).
+        planned = struck_at = None
+        if at is not None:
+            planned = fault_spec.FaultStep(action=action, point=at.point, occurrence=at.occurrence)
+            struck_at = fault_spec.PointRef(point=at.point, occurrence=at.occurrence)
         fault = history_module.FaultApplied(
             seq=seq,
             t=t,
             action=action,
-            step=step,
+            planned=planned,
+            struck_at=struck_at,
             worker_id=worker or (at.worker_id if at else None),
             ok=ok,
             observed=observed or {},
@@ -230,13 +235,14 @@ class Trial:
     def heal(
         self, fault: history_module.FaultApplied, *, observed: dict[str, Any] | None = None
     ) -> history_module.FaultApplied:
-        """The nemesis's heal record for `fault`: same step label and worker."""
+        """The nemesis's heal record for `fault`: same step, hit and worker."""
         seq, t = self.tick()
         heal = history_module.FaultApplied(
             seq=seq,
             t=t,
             action="heal",
-            step=fault.step,
+            planned=fault.planned,
+            struck_at=fault.struck_at,
             worker_id=fault.worker_id,
             ok=True,
             observed=observed or {},
@@ -574,6 +580,16 @@ def without_detail(history: history_module.TrialHistory) -> history_module.Trial
         for event in history.events
     ]
     return history.model_copy(update={"events": events})
+
+
+def label_only(history: history_module.TrialHistory) -> history_module.TrialHistory:
+    """The same history as written before fault records were structured: each fault keeps
+    its step label alone, and is read back from JSON as `crashcert analyze` reads it."""
+    data = history.model_dump(mode="json")
+    for event in data["events"]:
+        if event["kind"] == "fault":
+            del event["planned"], event["struck_at"]
+    return history_module.TrialHistory.model_validate(data)
 
 
 def evidence(result: Any) -> str:

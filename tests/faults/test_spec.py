@@ -1,0 +1,77 @@
+"""The fault catalog: one definition per class, read by the plan, the explorer and the CLI."""
+
+from __future__ import annotations
+
+import typing
+
+import click.testing
+import pytest
+
+from harness import errors
+from harness.checkers import facts
+from harness.cli import main as cli_main
+from harness.contract import boundaries
+from harness.faults import plan, spec
+
+TRACE = [(point, 1) for point in boundaries.all_points()]
+
+
+def test_a_step_accepts_exactly_the_catalog_actions() -> None:
+    action = spec.FaultStep.model_fields["action"].annotation
+    assert typing.get_args(action) == spec.NAMES
+    assert spec.NAMES == (
+        "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
+    )  # fmt: skip
+
+
+def test_every_class_reads_known_params_and_heals_with_the_heal_params() -> None:
+    for fault in spec.CATALOG.values():
+        assert set(fault.params) <= set(spec.PARAMS), fault.name
+        assert fault.healed == ("heal_at" in fault.params), fault.name
+        assert not fault.healed or fault.ended_by in spec.ENDINGS, fault.name
+    assert spec.ENDINGS == {"heal", "resume", "pg_start"}
+
+
+def test_where_each_class_applies() -> None:
+    assert spec.applies_at("kill", "run.finished")
+    assert spec.applies_at("commit_lost", "run.finished:before_commit")
+    assert not spec.applies_at("commit_dropped", "run.finished")
+    assert not spec.applies_at("pause", "run.finished:before_commit")
+    assert spec.applies_at("latency", "reply.sent")
+    assert spec.recovery_follows("run.finished:before_commit")
+    assert not spec.recovery_follows("run.finished")
+
+
+@pytest.mark.parametrize("fault", spec.MATRIX)
+def test_the_matrix_plans_a_class_exactly_where_it_applies(fault: str) -> None:
+    planned = [steps[0] for steps in plan.fault_plans(TRACE, [fault])]
+    assert [(s.point, s.occurrence) for s in planned] == [
+        (point, 1) for point, _ in TRACE if spec.applies_at(fault, point)
+    ]
+    assert {s.action for s in planned} == {fault}
+
+
+def test_a_second_kill_follows_every_fault_but_the_last() -> None:
+    plans = plan.kill_plans([("run.claimed", 1), ("run.finished", 1)], second_kill=True)
+    assert [plan.plan_label(steps) for steps in plans] == [
+        "kill@run.claimed#1",
+        "kill@run.claimed#1+kill@run.claimed#2",
+        "kill@run.finished#1",
+    ]
+
+
+def test_fault_classes_are_parsed_against_the_catalog() -> None:
+    assert spec.parse_classes(" kill, db_cut ") == ["kill", "db_cut"]
+    with pytest.raises(errors.CrashcertError, match="known: kill, pause, db_cut"):
+        spec.parse_classes("kill,explode")
+
+
+def test_the_checkers_read_the_catalog() -> None:
+    assert frozenset(spec.CATALOG) == facts.INTERRUPTING
+    assert facts.DATABASE_FAULTS == {"db_cut", "pg_restart"}
+
+
+def test_the_cli_help_names_the_catalog_classes() -> None:
+    runner = click.testing.CliRunner()
+    shown = runner.invoke(cli_main.main, ["matrix", "--help"], terminal_width=200).output
+    assert ", ".join(spec.MATRIX) in " ".join(shown.split())
