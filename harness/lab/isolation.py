@@ -82,7 +82,7 @@ def apply(mode: str, *, pg_dsn: str | None, owns_process: bool = True) -> State:
         try:
             used = enter_private_network()
         except errors.EnvironmentProblem as error:
-            if mode == NETNS or isinstance(error, PartlyIsolated):
+            if isinstance(error, PartlyIsolated):
                 raise
             reason = str(error)
         else:
