@@ -1,6 +1,8 @@
 """Timeline reports: one self-contained HTML page per trial, and one for a whole matrix.
 
-A page needs no network: CSS and JavaScript (harness/report/templates/timeline.*) are inlined and
+The pages are Jinja2 templates (harness/report/templates/*.html) with autoescape always on:
+the engine and the world control much of what they show (stderr, run reports, tool arguments,
+replies). A page needs no network: CSS and JavaScript (templates/timeline.*) are inlined and
 the trial's lanes travel as JSON inside the page; the script draws them as inline SVG.
 Lanes: one per worker (boundary hits, faults that struck it, start/exit), Postgres (restart
 and start), the model's calls, tool requests and queries, tool effects, reply requests and
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import html
+import functools
 import json
 import pathlib
 import re
 from typing import Any
+
+import jinja2
+import markupsafe
 
 from harness import errors
 from harness.checkers import verdict as verdict_module
@@ -244,15 +249,6 @@ def timeline_data(trial: history.TrialHistory) -> dict[str, Any]:
 # -- HTML ----------------------------------------------------------------------------------
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _json_script(value: Any) -> str:
-    # "</" cannot end the script element early once escaped.
-    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
-
-
 def evidence_seqs(line: str) -> list[int]:
     found: list[int] = []
     for match in SEQ_MENTION.finditer(line):
@@ -260,37 +256,68 @@ def evidence_seqs(line: str) -> list[int]:
     return found
 
 
-def _verdict_badge(value: verdict_module.Verdict | str) -> str:
-    text = str(value)
-    return f'<span class="verdict {_e(text)}">{_e(text)}</span>'
-
-
-def _results_table(view: TrialView) -> str:
-    rows = []
-    for result in view.results:
-        failing = result.verdict is not verdict_module.Verdict.PASS
-        evidence = "".join(
-            f'<li class="evidence" data-seqs="{" ".join(map(str, evidence_seqs(line)))}">'
-            f"{_e(line)}</li>"
-            for line in result.evidence
-        )
-        evidence_list = f'<ul class="evidence-list">{evidence}</ul>' if evidence else ""
-        if not failing and evidence:
-            evidence_list = f"<details><summary>notes</summary>{evidence_list}</details>"
-        rows.append(
-            f'<tr class="invariant{" failing" if failing else ""}" '
-            f'data-invariant="{_e(result.invariant)}" data-verdict="{_e(result.verdict.value)}">'
-            f'<td class="name">{_e(result.invariant)}</td>'
-            f"<td>{_verdict_badge(result.verdict)}</td>"
-            f'<td><div class="summary">{_e(result.summary)}</div>{evidence_list}</td></tr>'
-        )
-    return (
-        '<table class="verdicts"><thead><tr><th>invariant</th><th>verdict</th>'
-        f"<th>summary and evidence</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+@functools.cache
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        # Always on, whatever a template is named: engine stderr, run reports, tool
+        # arguments, replies and scenario names all end up in these pages.
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
+    environment.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":")}
+    return environment
 
 
-def trial_section(view: TrialView, *, heading_level: int = 2, page_link: str | None = None) -> str:
+def _render(template: str, **context: Any) -> str:
+    try:
+        return (
+            _environment()
+            .get_template(template)
+            .render(
+                css=markupsafe.Markup(_asset("timeline.css")),  # ours, shipped with the package
+                js=markupsafe.Markup(_asset("timeline.js")),
+                **context,
+            )
+        )
+    except jinja2.TemplateNotFound as error:
+        raise errors.CrashcertError(f"report template {error.name} missing") from None
+
+
+def _asset(name: str) -> str:
+    try:
+        return (TEMPLATES / name).read_text()
+    except OSError as error:
+        raise errors.CrashcertError(f"report template {name} missing: {error}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Result:
+    result: verdict_module.CheckResult
+    failing: bool
+    evidence: list[tuple[str, str]]  # each line, and the seq numbers it names
+
+
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    """What templates/macros.html's trial_section draws of one trial."""
+
+    view: TrialView
+    heading: str
+    page_link: str | None
+    facts: list[tuple[str, str]]
+    data: dict[str, Any]
+    results: list[_Result]
+
+    @property
+    def open(self) -> bool:  # in the matrix page, a trial that did not pass starts unfolded
+        return self.view.verdict is not verdict_module.Verdict.PASS
+
+
+def _section(view: TrialView, *, heading_level: int = 2, page_link: str | None = None) -> _Section:
     trial = view.history
     report = trial.final_report
     status = report.status if report else "unknown"
@@ -307,46 +334,27 @@ def trial_section(view: TrialView, *, heading_level: int = 2, page_link: str | N
         facts.append(("directory", str(view.directory)))
     if trial.harness_error:
         facts.append(("harness error", trial.harness_error))
-    facts_html = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
-    link = f' <a class="page-link" href="{_e(page_link)}">own page</a>' if page_link else ""
-    heading = f"h{heading_level}"
-    return (
-        f'<section class="trial" id="{_e(view.anchor)}" data-trial="{_e(trial.trial_id)}" '
-        f'data-scenario="{_e(trial.scenario.name)}" data-plan="{_e(view.label)}" '
-        f'data-verdict="{_e(view.verdict.value)}">'
-        f"<{heading}>{_e(trial.scenario.name)} · {_e(view.label)} "
-        f"{_verdict_badge(view.verdict)}{link}</{heading}>"
-        f'<dl class="facts">{facts_html}</dl>'
-        f'<div class="repro-box"><span>rerun:</span><pre class="repro"><code>{_e(view.repro)}'
-        '</code></pre><button type="button" class="copy">copy</button></div>'
-        '<div class="timeline" aria-label="timeline"></div>'
-        '<pre class="event-detail" hidden></pre>'
-        f'<script type="application/json" class="trial-data">'
-        f"{_json_script(timeline_data(trial))}</script>"
-        f"{_results_table(view)}</section>"
-    )
-
-
-def _asset(name: str) -> str:
-    try:
-        return (TEMPLATES / name).read_text()
-    except OSError as error:
-        raise errors.CrashcertError(f"report template {name} missing: {error}") from None
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_asset('timeline.css')}</style></head>"
-        f"<body>{body}<script>{_asset('timeline.js')}</script></body></html>\n"
+    results = [
+        _Result(
+            result=result,
+            failing=result.verdict is not verdict_module.Verdict.PASS,
+            evidence=[(line, " ".join(map(str, evidence_seqs(line)))) for line in result.evidence],
+        )
+        for result in view.results
+    ]
+    return _Section(
+        view=view,
+        heading=f"h{heading_level}",
+        page_link=page_link,
+        facts=facts,
+        data=timeline_data(trial),
+        results=results,
     )
 
 
 def trial_page(view: TrialView) -> str:
     title = f"crashcert {view.history.scenario.name} {view.label}: {view.verdict.value}"
-    return _page(title, f"<h1>crashcert trial</h1>{trial_section(view)}")
+    return _render("trial.html", title=title, section=_section(view))
 
 
 def matrix_page(
@@ -370,48 +378,33 @@ def matrix_page(
         cells[(name, view.row)].append(view)
     rows = []
     for point in grid.rows(point for _, point in cells):
-        tds = []
+        row_cells = []
         for name in scenarios:
-            items = sorted(
-                cells.get((name, point), []), key=lambda v: verdict_module.SEVERITY.index(v.verdict)
-            )
-            inner = " ".join(
-                f'<a class="trial-link verdict {_e(v.verdict.value)}" href="#{_e(v.anchor)}" '
-                f'title="{_e(v.label)}: {_e(v.verdict.value)}">{_e(v.verdict.value[0])}</a>'
-                for v in items
-            )
+            items = sorted(cells.get((name, point), []), key=_severity)
             worst = items[0].verdict.value if items else "none"
-            tds.append(
-                f'<td class="cell {_e(worst)}" data-scenario="{_e(name)}" data-point="{_e(point)}">'
-                f"{inner or '-'}</td>"
-            )
-        rows.append(f'<tr><th scope="row">{_e(point)}</th>{"".join(tds)}</tr>')
-    head = "".join(f'<th scope="col">{_e(name)}</th>' for name in scenarios)
+            row_cells.append({"scenario": name, "worst": worst, "trials": items})
+        rows.append({"point": point, "cells": row_cells})
     counts = collections.Counter(view.verdict for view in views)
-    overall = _overall(views, unreached)
     summary = ", ".join(f"{counts[v]} {v.value}" for v in verdict_module.SEVERITY if counts[v])
-    unreached_html = (
-        f'<p class="unreached">{_verdict_badge("INCONCLUSIVE")} declared but never reached by '
-        f"any scenario: {_e(', '.join(unreached))}</p>"
-        if unreached
-        else ""
+    sections = [
+        _section(v, heading_level=3, page_link=links.get(v.history.trial_id))
+        for v in sorted(views, key=_severity)
+    ]
+    return _render(
+        "matrix.html",
+        title=title,
+        overall=_overall(views, unreached),
+        count=len(views),
+        summary=summary,
+        unreached=unreached or [],
+        scenarios=scenarios,
+        rows=rows,
+        sections=sections,
     )
-    ordered = sorted(views, key=lambda v: verdict_module.SEVERITY.index(v.verdict))
-    sections = "".join(
-        f'<details class="trial-box"{"" if v.verdict is verdict_module.Verdict.PASS else " open"}>'
-        f"<summary>{_e(v.history.scenario.name)} · {_e(v.label)} {_verdict_badge(v.verdict)}"
-        f"</summary>{trial_section(v, heading_level=3, page_link=links.get(v.history.trial_id))}"
-        "</details>"
-        for v in ordered
-    )
-    body = (
-        f'<h1>{_e(title)} {_verdict_badge(overall)}</h1><p class="counts">{len(views)} trials: '
-        f"{_e(summary)}</p>{unreached_html}"
-        '<table class="matrix"><caption>boundary x scenario (click a verdict for its trial)'
-        f'</caption><thead><tr><th scope="col">boundary</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table><h2>trials</h2>{sections}"
-    )
-    return _page(title, body)
+
+
+def _severity(view: TrialView) -> int:
+    return verdict_module.SEVERITY.index(view.verdict)
 
 
 def _overall(views: list[TrialView], unreached: list[str] | None) -> verdict_module.Verdict:
