@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 import re
 from typing import Any
 

@@ -52,21 +52,26 @@ def incident_export(
     sink_queryable: bool | None,
 ) -> None:
     """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
-    from harness.campaigns import incident
+    from harness.campaigns import applied, incident
 
     if trial_dir is not None:
         if dsn is not None:
             raise errors.CrashcertError("give either --trial or --dsn/--run, not both")
-        tables, _ = incident.from_trial(pathlib.Path(trial_dir))
-        source = f"trial {trial_dir}"
+        # a trial knows the faults it applied: no inference
+        scenario = applied.scenario_from_trial(
+            pathlib.Path(trial_dir), name=name, redacted=redact, sink_queryable=sink_queryable
+        )
     elif dsn is not None and run_id is not None:
         tables = incident.from_dsn(dsn, run_id, engine_ref=engine_ref)
-        source = "the engine's database"
+        scenario = incident.scenario_from_tables(
+            tables,
+            name=name,
+            redacted=redact,
+            sink_queryable=sink_queryable,
+            source="the engine's database",
+        )
     else:
         raise errors.CrashcertError("give --dsn DSN --run RUN_ID, or --trial DIR")
-    scenario = incident.scenario_from_tables(
-        tables, name=name, redacted=redact, sink_queryable=sink_queryable, source=source
-    )
     click.echo(incident.to_yaml(scenario), nl=False)
 
 
