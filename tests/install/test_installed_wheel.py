@@ -35,6 +35,8 @@ PACKAGE_DATA = (
     "harness/CONTRACT.md",
     "harness/INCIDENTS.md",
     "harness/report/templates/timeline.js",
+    "harness/report/templates/trial.html",
+    "harness/report/templates/matrix.html",
     "harness/lab/postgres/watchdog.py",
     "reference_engine/engine.yaml",
     "reference_engine/sql/queries.sql",
