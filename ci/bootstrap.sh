@@ -50,8 +50,9 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 # Reinstall only when pyproject.toml changed since the last install (editable: code is live).
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-    echo "bootstrap: installing crashcert[dev] into $venv" >&2
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+    # otel: the reference engine's traces, which tests/campaigns/incident import
+    echo "bootstrap: installing crashcert[dev,otel] into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,otel]'
     touch "$stamp"
 fi
 

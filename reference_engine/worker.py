@@ -30,6 +30,7 @@ from reference_engine import (
     model_client,
     reads,
     services,
+    telemetry,
     transitions,
 )
 from reference_engine import heartbeat as heartbeat_module
@@ -95,6 +96,9 @@ class Worker:
             timeout_s=timeout_s,
             delays=backoff.delays(),
         )
+        self.telemetry = telemetry.from_env(
+            worker_id=settings.worker_id, model=settings.model, redact=settings.redact
+        )
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -134,6 +138,7 @@ class Worker:
         self.db.close()
         self.services.close()
         self.model.close()
+        self.telemetry.close()
 
     def _db_backoff(self) -> collections.abc.Iterator[float]:
         first, cap = self.settings.backoff_ms / 1000.0, self.settings.max_backoff_ms / 1000.0
@@ -289,7 +294,9 @@ class Worker:
         tools = [{"type": "function", "function": d["function"]} for d in declarations.values()]
         leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         try:
-            answer = self.model.complete(list(point.transcript), tools)
+            with self.telemetry.chat(lease.run_id, point.transcript, declarations.values()) as span:
+                answer = self.model.complete(list(point.transcript), tools)
+                span.answered(answer.message, answer.usage)
         except errors.ModelUnavailable as error:
             status = self.runs.fail_model_call(
                 lease, call_id=call_id, error=str(error), delay_ms=self.settings.max_backoff_ms
@@ -309,7 +316,11 @@ class Worker:
         # a zombie must not repeat its successor's effect
         leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         memo.tools_sent.add(call.id)
-        result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
+        with self.telemetry.tool(
+            lease.run_id, call.tool_call_id, call.name, call.arguments
+        ) as span:
+            result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
+            span.settled(result.state, result.outcome)
         self.reporter.report(
             "tool.returned",
             lease.run_id,
