@@ -103,16 +103,16 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _templated(value: Any, run_key: str) -> Any:
+def templated(value: Any, run_key: str) -> Any:
     """Occurrences of the run key become `{run}`, so each replay's run is new to the world."""
     if not run_key:
         return value
     if isinstance(value, str):
         return value.replace(run_key, scenario_module.RUN_KEY_PLACEHOLDER)
     if isinstance(value, list):
-        return [_templated(item, run_key) for item in value]
+        return [templated(item, run_key) for item in value]
     if isinstance(value, dict):
-        return {key: _templated(item, run_key) for key, item in value.items()}
+        return {key: templated(item, run_key) for key, item in value.items()}
     return value
 
 
@@ -165,7 +165,7 @@ def _turns(
                 arguments = _json(function.get("arguments") or "{}")
                 if not isinstance(arguments, dict):
                     arguments = {"value": arguments}
-                arguments = _templated(arguments, run_key)
+                arguments = templated(arguments, run_key)
                 entry["tool_calls"].append(
                     {
                         "id": item["id"],
@@ -174,7 +174,7 @@ def _turns(
                     }
                 )
         else:
-            content = _templated(message.get("content") or "", run_key)
+            content = templated(message.get("content") or "", run_key)
             entry["content"] = _kept(content, redactor)
         turns.append(entry)
     interrupted = [
@@ -226,7 +226,7 @@ def _tools(
         distinct = {json.dumps(result, sort_keys=True) for result in seen}
         if len(distinct) > 1:
             notes.append(f"tool {name}: {len(distinct)} different results; the first is replayed")
-        result = _templated(seen[0], run_key)
+        result = templated(seen[0], run_key)
         tool["behaviour"] = {"result": _kept(result, redactor)}
     return list(tools.values())
 
@@ -364,7 +364,7 @@ def _input(
         raise errors.CrashcertError("the run's input has no user message")
     if len(messages) > (2 if system is not None else 1):
         notes.append(f"the input had {len(messages)} messages; only system and first user kept")
-    user = _templated(MARKER.sub(" ", users[0]).strip(), run_key)
+    user = templated(MARKER.sub(" ", users[0]).strip(), run_key)
     spec: dict[str, Any] = {"user": _kept(user, redactor)}
     if system is not None:
         spec["system"] = _kept(system, redactor)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import spec
 
@@ -76,3 +77,37 @@ def combine(faults: list[str], options: list[list[Alternative]]) -> Variants:
         notes.append(f"{len(left)} more variant(s) not replayed: {', '.join(left)}")
         plans = plans[:MAX_VARIANTS]
     return Variants(plans=plans, notes=notes)
+
+
+# -- the replay of every plan -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """One plan's trial: its label, its verdict and the invariants that FAILed."""
+
+    label: str
+    verdict: verdict_module.Verdict
+    failed: list[str]
+
+
+def conclude(replays: list[Replayed]) -> tuple[verdict_module.Verdict, str]:
+    """The verdict of the whole replay and its sentence: the incident reproduces if any plan
+    FAILs (the sentence names each that did); it no longer reproduces when every plan
+    PASSes; otherwise the replay is inconclusive, naming the plans that proved nothing."""
+    verdict = verdict_module.worst(r.verdict for r in replays)
+    if verdict is verdict_module.Verdict.FAIL:
+        failing = [r for r in replays if r.verdict is verdict]
+        named = "; ".join(f"{r.label} ({', '.join(r.failed) or 'FAIL'})" for r in failing)
+        others = [f"{r.label} {r.verdict.value}" for r in replays if r not in failing]
+        rest = f"; not by {', '.join(others)}" if others else ""
+        return verdict, f"incident reproduced by {named}{rest}"
+    if verdict is verdict_module.Verdict.PASS:
+        labels = ", ".join(r.label for r in replays)
+        return verdict, f"incident no longer reproduces ({len(replays)} plan(s) PASS: {labels})"
+    unproven = [
+        f"{r.label} {r.verdict.value}"
+        for r in replays
+        if r.verdict is not verdict_module.Verdict.PASS
+    ]
+    return verdict, f"incident replay inconclusive ({', '.join(unproven) or 'nothing replayed'})"

@@ -21,7 +21,8 @@ console = terminal.make_console()
 
 @click.group("incident")
 def incident_group() -> None:
-    """Turn one run of an engine into a replayable scenario (harness/INCIDENTS.md)."""
+    """Turn one run of an engine, or its trace, into a replayable scenario
+    (harness/INCIDENTS.md)."""
 
 
 @incident_group.command("export")
@@ -79,25 +80,78 @@ def incident_export(
 @cli_options.engine_option
 @cli_options.file_argument("scenario_file")
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--no-variants",
+    is_flag=True,
+    help="Replay only the scenario's faults, not its variants.",
+)
 @cli_options.out_option
 @cli_options.pg_option
 def replay(
-    engine_ref: str, scenario_file: str, seed: int, out: str | None, pg_dsn: str | None
+    engine_ref: str,
+    scenario_file: str,
+    seed: int,
+    no_variants: bool,
+    out: str | None,
+    pg_dsn: str | None,
 ) -> None:
-    """Replay an incident scenario under its faults; say whether the incident still happens."""
-    from harness.campaigns import incident
+    """Replay an incident scenario under its faults and each of its variants; say whether
+    the incident still happens, and under which plan."""
+    from harness.campaigns import variants as variants_module
 
     scenario = scenario_module.load(scenario_file)
-    # the trial `crashcert run --scenario FILE` runs: the scenario under its own faults
-    spec = trial_module.TrialSpec.under(
-        scenario, scenario.faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
-    )
+    plans = [scenario.faults, *([] if no_variants else scenario.variants)]
     engine = commands.find(engine_ref)
     network = cli_options.private_network(pg_dsn)
+    out_dir = cli_options.new_out_dir(out)
+    replays: list[variants_module.Replayed] = []
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
-        outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
-    terminal.print_results(console, outcome.results, outcome.verdict)
-    console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
-    console.print(incident.conclusion(outcome.verdict))
-    sys.exit(outcome.verdict.exit_code)
+        for number, faults in enumerate(plans):
+            # each plan is the trial `crashcert run --scenario FILE --fault ...` runs
+            spec = trial_module.TrialSpec.under(
+                scenario, faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
+            )
+            what = "faults" if number == 0 else f"variant {number}/{len(plans) - 1}"
+            console.print(f"\n[bold]{what}: {spec.label}[/bold]")
+            outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+            terminal.print_results(console, outcome.results, outcome.verdict)
+            console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+            failed = [r.invariant for r in outcome.results if r.verdict.value == "FAIL"]
+            replays.append(variants_module.Replayed(spec.label, outcome.verdict, failed))
+    verdict, sentence = variants_module.conclude(replays)
+    if len(replays) > 1:
+        console.print()
+        for replayed in replays:
+            named = f"  {', '.join(replayed.failed)}" if replayed.failed else ""
+            console.print(f"{replayed.verdict.value:12} {replayed.label}{named}")
+    console.print(sentence)
+    sys.exit(verdict.exit_code)
+
+
+@incident_group.command("import")
+@click.option(
+    "--otlp",
+    "otlp_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="An OTLP JSON trace file (one JSON object, or JSON lines as the file exporter writes).",
+)
+@click.option(
+    "--run", "run_id", default=None, help="The run: its gen_ai.conversation.id or trace id."
+)
+@click.option("--name", default=None, help="Scenario name (default incident-<run id>).")
+def incident_import(otlp_file: str, run_id: str | None, name: str | None) -> None:
+    """Print a scenario YAML that replays a run traced with OpenTelemetry GenAI spans:
+    its model decisions, tool results, the faults the trace shows and the variants it
+    cannot rule out (harness/INCIDENTS.md)."""
+    from harness.campaigns import incident, otlp, trace_incident
+
+    try:
+        text = pathlib.Path(otlp_file).read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise errors.CrashcertError(f"{otlp_file}: cannot read: {error}") from None
+    scenario = trace_incident.scenario_from_spans(
+        otlp.parse(text), run=run_id, name=name, source=f"trace {otlp_file}"
+    )
+    click.echo(incident.to_yaml(scenario), nl=False)
