@@ -10,6 +10,7 @@ import rich.console
 
 from harness.checkers import verdict
 from harness.faults import plan
+from harness.faults import spec as fault_spec
 from harness.report import summary, timeline
 from harness.scenario import schema as scenario
 from harness.trial import history
@@ -34,7 +35,7 @@ EXPECTED = {
 
 
 def outcome(index: int, fault: str | None, result: verdict.Verdict) -> trial.TrialOutcome:
-    steps = [plan.parse_fault(fault)] if fault else []
+    steps = [fault_spec.parse(fault)] if fault else []
     label = plan.plan_label(steps) or "baseline"
     spec = trial.TrialSpec(scenario=REFUND, plan=steps, label=label)
     recorded = history.TrialHistory(
