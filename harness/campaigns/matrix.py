@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from harness.campaigns import interrupt
+from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.faults import plan
 from harness.lab import shared as lab_module
@@ -25,6 +26,8 @@ class MatrixResult:
     # Declared points no scenario's baseline reached: the matrix cannot vouch for them.
     unreached: list[str] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
+    # Every trial of the whole plan, (scenario, label) in order, whichever shard runs it.
+    planned: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def verdict(self) -> verdict_module.Verdict:
@@ -46,12 +49,14 @@ def run_matrix(
     jobs: int = 1,
     points: list[str] | None = None,
     progress: Progress | None = None,
+    shard: shard_module.Shard | None = None,
 ) -> MatrixResult:
     """`scenarios` pairs how the user named each scenario with the scenario itself.
 
     Baselines run first, one at a time; then the fault trials, `jobs` at a time (each trial
     has its own database, world, socket and proxies). A trial that restarts Postgres runs
-    alone, since the restart strikes every trial's connections.
+    alone, since the restart strikes every trial's connections. With a `shard`, only the
+    fault trials it owns run after every baseline (the plan is derived from them all).
     """
     started = time.monotonic()
     result = MatrixResult()
@@ -64,6 +69,7 @@ def run_matrix(
         )
         baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
         result.outcomes.append(baseline)
+        result.planned.append((scenario.name, baseline.spec.label))
         counter.done(baseline)
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
@@ -71,6 +77,10 @@ def run_matrix(
             plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill), points
         ):
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
+
+    result.planned.extend((spec.scenario.name, spec.label) for spec in specs)
+    if shard is not None:
+        specs = [spec for spec in specs if shard.owns(spec.scenario.name, spec.label)]
 
     def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
         outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone

@@ -15,8 +15,10 @@ import rich.progress
 
 from harness import errors, provenance
 from harness.campaigns import matrix as matrix_module
+from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.cli import incident as cli_incident
+from harness.cli import merge as cli_merge
 from harness.cli import options as cli_options
 from harness.contract import boundaries, run_report
 from harness.contract.engines import commands
@@ -26,6 +28,7 @@ from harness.lab import shared as lab_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.report import summary as report
 from harness.report import terminal
+from harness.scenario import catalog as scenario_catalog
 from harness.scenario import schema as scenario_module
 from harness.trial import artifacts as store
 from harness.trial import runner as trial_module
@@ -76,6 +79,14 @@ def main(verbose: bool, isolation: str) -> None:
     default=None,
     help="Only fault these boundaries (comma-separated names, e.g. reply.sending,reply.sent).",
 )
+@click.option(
+    "--shard",
+    "shard_text",
+    default=None,
+    metavar="I/N",
+    help="Run the I-th of N shards of the fault trials (and every baseline); "
+    "`crashcert merge` combines the shards' output directories.",
+)
 @cli_options.pg_option
 def matrix(
     engine_ref: str,
@@ -88,9 +99,11 @@ def matrix(
     seed: int,
     jobs: int,
     points: str | None,
+    shard_text: str | None,
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
+    shard = shard_module.parse(shard_text) if shard_text else None
     fault_classes = fault_spec.parse_classes(faults)
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
@@ -131,6 +144,7 @@ def matrix(
                 jobs=jobs,
                 points=point_names or None,
                 progress=progress,
+                shard=shard,
             )
     report.print_summary(result.outcomes, console=console, unreached=result.unreached)
     durations = sorted(o.history.ended_at - o.history.started_at for o in result.outcomes)
@@ -139,7 +153,15 @@ def matrix(
         f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial): "
         f"{result.verdict.value}"
     )
-    _write_reports(result.outcomes, result, json_path, junit_path)
+    record = None
+    if shard is not None:
+        record = {
+            **shard_module.record(shard, engine=engine.name, seed=seed, planned=result.planned),
+            "out_dir": str(out_dir),
+        }
+        _write_reports(result.outcomes, result, str(out_dir / shard_module.RECORD), None, record)
+        console.print(f"shard {shard}: {out_dir / shard_module.RECORD}")
+    _write_reports(result.outcomes, result, json_path, junit_path, record)
     from harness.report import timeline
 
     page = timeline.write_matrix_report(
@@ -156,6 +178,7 @@ def _write_reports(
     result: matrix_module.MatrixResult,
     json_path: str | None,
     junit_path: str | None,
+    shard: dict[str, Any] | None = None,
 ) -> None:
     if json_path:
         report.write_json(
@@ -164,6 +187,7 @@ def _write_reports(
             verdict=result.verdict,
             unreached=result.unreached,
             wall_s=result.wall_s,
+            shard=shard,
         )
     if junit_path:
         report.write_junit(pathlib.Path(junit_path), outcomes)
@@ -174,6 +198,12 @@ def _write_reports(
 @cli_options.scenario_option(required=True)
 @click.option("--fault", "fault_texts", multiple=True, help=_FAULT_HELP)
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--black-box",
+    is_flag=True,
+    help="Drive the engine as a black box (no control channel; faults at world points), "
+    "as certify's black-box mode does.",
+)
 @cli_options.out_option
 @cli_options.pg_option
 def run(
@@ -181,6 +211,7 @@ def run(
     scenario_name: str,
     fault_texts: tuple[str, ...],
     seed: int,
+    black_box: bool,
     out: str | None,
     pg_dsn: str | None,
 ) -> None:
@@ -197,7 +228,8 @@ def run(
     network = cli_options.private_network(pg_dsn)
     with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
-        outcome = trial_module.run_trial(lab, spec, out_dir=cli_options.new_out_dir(out))
+        trial_lab = lab.as_black_box() if black_box else lab
+        outcome = trial_module.run_trial(trial_lab, spec, out_dir=cli_options.new_out_dir(out))
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
     sys.exit(outcome.verdict.exit_code)
@@ -227,14 +259,10 @@ def analyze(directory: str) -> None:
 @main.group(invoke_without_command=True)
 @click.pass_context
 def scenarios(context: click.Context) -> None:
-    """List the bundled scenarios (or `validate FILE...`)."""
+    """List the bundled scenarios by group, with why each exists (or `validate FILE...`)."""
     if context.invoked_subcommand is None:
-        for item in scenario_module.load_all():
-            tools = ", ".join(f"{t.name}({t.replay})" for t in item.tools) or "-"
-            console.print(
-                f"{item.name:18} turns={len(item.turns)} tools={tools} "
-                f"sink_query={item.sink.queryable} expect={item.expect.status}"
-            )
+        for line in scenario_catalog.lines(scenario_module.load_all()):
+            console.print(line, markup=False, highlight=False)
 
 
 @scenarios.command()
@@ -542,3 +570,4 @@ def report_command(directory: str) -> None:
 
 main.add_command(cli_incident.incident_group)
 main.add_command(cli_incident.replay)
+main.add_command(cli_merge.merge)

@@ -78,58 +78,68 @@ def write_json(
     verdict: verdict_module.Verdict,
     unreached: list[str],
     wall_s: float,
+    shard: dict[str, Any] | None = None,
 ) -> None:
-    document = {
+    document: dict[str, Any] = {
         "verdict": verdict.value,
         "trials": [outcome_json(outcome) for outcome in outcomes],
         "unreached": unreached,
         "wall_s": round(wall_s, 3),
     }
+    if shard is not None:  # what `crashcert merge` checks and orders the shards by
+        document["shard"] = shard
     path.write_text(json.dumps(document, indent=2) + "\n")
 
 
 def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -> None:
-    by_scenario: dict[str, list[trial_module.TrialOutcome]] = collections.defaultdict(list)
-    for outcome in outcomes:
-        by_scenario[outcome.spec.scenario.name].append(outcome)
+    write_junit_records(path, [outcome_json(outcome) for outcome in outcomes])
+
+
+def write_junit_records(path: pathlib.Path, trials: list[dict[str, Any]]) -> None:
+    """JUnit XML of trials as the JSON report records them (a merge has no outcomes)."""
+    by_scenario: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for trial in trials:
+        by_scenario[trial["scenario"]].append(trial)
     suites = ET.Element("testsuites", name="crashcert")
     for name, items in by_scenario.items():
         suite = ET.SubElement(suites, "testsuite", name=f"crashcert.{name}", tests=str(len(items)))
         failures = errors = skipped = 0
-        for outcome in items:
+        for trial in items:
             case = ET.SubElement(
                 suite,
                 "testcase",
                 classname=f"crashcert.{name}",
-                name=outcome.spec.label,
-                time=f"{outcome.history.ended_at - outcome.history.started_at:.3f}",
+                name=trial["label"],
+                time=f"{trial['duration_s']:.3f}",
             )
+            failing = [r for r in trial["invariants"] if r["verdict"] != "PASS"]
             text = "\n".join(
-                [f"rerun: {outcome.repro}", f"trial: {outcome.directory}"]
+                [f"rerun: {trial['repro']}", f"trial: {trial['directory']}"]
                 + [
-                    f"{r.invariant} {r.verdict.value}: {r.summary}\n    "
-                    + "\n    ".join(r.evidence)
-                    for r in outcome.failing
+                    f"{r['invariant']} {r['verdict']}: {r['summary']}\n    "
+                    + "\n    ".join(r["evidence"])
+                    for r in failing
                 ]
             )
-            if outcome.verdict is verdict_module.Verdict.FAIL:
+            verdict = verdict_module.Verdict(trial["verdict"])
+            if verdict is verdict_module.Verdict.FAIL:
                 failures += 1
-                ET.SubElement(case, "failure", message=_first_failure(outcome)).text = text
-            elif outcome.verdict is verdict_module.Verdict.ERROR:
+                ET.SubElement(case, "failure", message=_first_failure(trial)).text = text
+            elif verdict is verdict_module.Verdict.ERROR:
                 errors += 1
-                ET.SubElement(case, "error", message=_first_failure(outcome)).text = text
-            elif outcome.verdict is verdict_module.Verdict.INCONCLUSIVE:
+                ET.SubElement(case, "error", message=_first_failure(trial)).text = text
+            elif verdict is verdict_module.Verdict.INCONCLUSIVE:
                 skipped += 1
-                ET.SubElement(case, "skipped", message=_first_failure(outcome)).text = text
+                ET.SubElement(case, "skipped", message=_first_failure(trial)).text = text
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
         suite.set("skipped", str(skipped))
     ET.ElementTree(suites).write(path, encoding="unicode", xml_declaration=True)
 
 
-def _first_failure(outcome: trial_module.TrialOutcome) -> str:
+def _first_failure(trial: dict[str, Any]) -> str:
     """The result that decided the trial's verdict (a FAIL before an INCONCLUSIVE)."""
-    for result in outcome.failing:
-        if result.verdict is outcome.verdict:
-            return f"{result.invariant}: {result.summary}"
-    return outcome.verdict.value
+    for result in trial["invariants"]:
+        if result["verdict"] == trial["verdict"]:
+            return f"{result['invariant']}: {result['summary']}"
+    return str(trial["verdict"])
