@@ -113,7 +113,7 @@ def replay(
                 scenario, faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
             )
             what = "faults" if number == 0 else f"variant {number}/{len(plans) - 1}"
-            console.print(f"\n[bold]{what}: {spec.label}[/bold]")
+            console.print(f"\n{what}: {spec.label}")
             outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
             terminal.print_results(console, outcome.results, outcome.verdict)
             console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")

@@ -59,10 +59,14 @@ def test_trial_exported_and_replayed(
 
     exported = export("--trial", str(original.directory))
 
-    assert live.model_dump(exclude={"description"}) == exported.model_dump(exclude={"description"})
-
-    assert exported.faults == [KILL]
-    assert "tool.started" in exported.note and "reconciler" in exported.note
+    # The same run either way; the database's faults are inferred from its event trail (with
+    # the variants it cannot rule out), the trial's are the ones it applied.
+    same = {"description", "faults", "variants", "note"}
+    assert live.model_dump(exclude=same) == exported.model_dump(exclude=same)
+    assert live.faults == [KILL] and "reconciler" in live.note
+    assert live.variants == [["kill@tool.returned#2"], ["commit_lost@tool.started:before_commit#2"]]
+    assert exported.faults == [KILL] and exported.variants == []
+    assert f"{KILL}: the trial applied it at tool.started#2" in exported.note
     assert exported.turns == refund.turns  # same decisions, usage, ids; run key as {run}
     assert exported.input.user == refund.input.user
     assert exported.budgets == refund.budgets
