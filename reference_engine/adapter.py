@@ -1,4 +1,5 @@
-"""In-process form of migrate/submit/status/export for harnesses written in Python.
+"""In-process form of migrate/submit/status/export (and the operator commands approve,
+reject, cancel) for harnesses written in Python.
 
 Same behaviour as the CLI commands; each call opens and closes its own connection.
 """
@@ -45,5 +46,30 @@ def export(dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]]:
     db = _connect(dsn)
     try:
         return reads.export(db, run_id)
+    finally:
+        db.close()
+
+
+def approve(dsn: str, run_id: str, tool_call_id: str) -> str:
+    return _decide(dsn, run_id, tool_call_id, approve=True)
+
+
+def reject(dsn: str, run_id: str, tool_call_id: str) -> str:
+    return _decide(dsn, run_id, tool_call_id, approve=False)
+
+
+def _decide(dsn: str, run_id: str, tool_call_id: str, *, approve: bool) -> str:
+    db = _connect(dsn)
+    try:
+        command_id = commands.command_id_of(db, run_id, tool_call_id)
+        return commands.decide_approval(db, command_id, approve=approve)
+    finally:
+        db.close()
+
+
+def cancel(dsn: str, run_id: str) -> str:
+    db = _connect(dsn)
+    try:
+        return commands.request_cancel(db, run_id)
     finally:
         db.close()

@@ -41,9 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     ):
         commands.add_parser(name, help=helptext).add_argument("run_id")
     for name in ("approve", "reject"):
-        commands.add_parser(name, help=f"{name} a tool call awaiting approval").add_argument(
-            "command_id"
+        decide = commands.add_parser(name, help=f"{name} a tool call awaiting approval")
+        decide.add_argument(
+            "command_id", help="the engine's tool call id, or with --run the model's"
         )
+        decide.add_argument("--run", help="the run whose call (by the model's id) to decide")
     return parser
 
 
@@ -95,7 +97,10 @@ def _dispatch(args: argparse.Namespace, settings: config_module.Settings) -> int
             _print({"run_id": args.run_id, "result": result})
         elif args.command in ("approve", "reject"):
             approve = args.command == "approve"
-            result = commands.decide_approval(db, args.command_id, approve=approve, redact=redact)
+            command_id = args.command_id
+            if args.run:
+                command_id = commands.command_id_of(db, args.run, command_id)
+            result = commands.decide_approval(db, command_id, approve=approve, redact=redact)
             _print({"command_id": args.command_id, "result": result})
     finally:
         db.close()

@@ -87,3 +87,12 @@ def decide_approval(
         tx.event(run_id, "tool.approved" if approve else "tool.rejected", command_id=command_id)
         tx.all("wake_run", run_id=run_id)
     return "approved" if approve else "rejected"
+
+
+def command_id_of(db: connection.Connector, run_id: str, tool_call_id: str) -> str:
+    """The engine's id of a run's tool call, from the model's tool-call id."""
+    with db.transaction() as tx:
+        row = tx.one("find_tool_call_of_run", run_id=run_id, tool_call_id=tool_call_id)
+    if row is None:
+        raise errors.NotFound(f"run {run_id} has no tool call {tool_call_id}")
+    return str(row["id"])

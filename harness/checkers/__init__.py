@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from harness import errors
 from harness.checkers import (
+    approval,
     budget,
     fencing,
     frontier,
@@ -32,6 +33,7 @@ REGISTRY: dict[str, Checker] = {
     model.COUNT: model.check_count,
     tools.AT_MOST_ONCE: tools.check_at_most_once,
     tools.SAME_KEY: tools.check_same_key,
+    approval.INVARIANT: approval.check,
     unknown_outcome.INVARIANT: unknown_outcome.check,
     budget.INVARIANT: budget.check,
     reply.INVARIANT: reply.check,

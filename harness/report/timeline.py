@@ -142,6 +142,11 @@ def lanes(trial: history.TrialHistory) -> list[dict[str, Any]]:
             details = [f"worker {event.worker_id}", f"ok {event.ok}", event.note]
             target = server if event.action in SERVER_FAULTS else worker_lane(event.worker_id)
             target.append(_event(event, label, classes, details))
+        elif isinstance(event, history.ActionTaken):  # approve/reject/cancel from outside
+            classes = ["event", "action", *([] if event.ok else ["not-applied"])]
+            label = f"{event.do} {event.call or ''}".strip()
+            details = [f"at {event.at}", f"ok {event.ok}", event.note]
+            harness_lane.append(_event(event, label, classes, details))
         else:
             classes = ["event", "worker", event.event]
             label = f"worker {event.event}"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from harness import errors
-from harness.contract import run_report
+from harness.contract import boundaries, run_report
 from harness.faults import spec
 from harness.scenario import limits, validation
 
@@ -111,6 +111,9 @@ class Turn(StrictModel):
     tool_calls: list[ScriptedToolCall] = pydantic.Field(default_factory=list)
     content: Text | None = None
     usage: Usage = pydantic.Field(default_factory=Usage)
+    # The first N requests of this turn answer 500 (the model provider is down); nothing
+    # is billed for them.
+    fail_first: int = pydantic.Field(default=0, ge=0, le=limits.MAX_SCRIPTED_FAILURES)
 
     @pydantic.model_validator(mode="after")
     def _one_kind(self) -> Turn:
@@ -134,6 +137,37 @@ class Expectation(StrictModel):
     reason: Text | None = None
 
 
+# What the harness does to a run from outside while it runs (CONTRACT.md, section 5:
+# the engine's optional approve/reject/cancel commands).
+ActionKind = Literal["approve", "reject", "cancel"]
+# When: `awaiting_approval` (the report shows the call awaiting approval), or a boundary
+# the engine reported, `POINT[#OCCURRENCE]` (e.g. tool.started#1).
+AWAITING_APPROVAL = "awaiting_approval"
+
+
+class Action(StrictModel):
+    do: ActionKind
+    # The model's tool-call id (scripted in `turns`); approve and reject need it.
+    call: str | None = pydantic.Field(default=None, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    at: str = AWAITING_APPROVAL
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> Action:
+        if self.do in ("approve", "reject") and self.call is None:
+            raise ValueError(f"{self.do} needs `call`, the tool-call id it decides")
+        if self.at != AWAITING_APPROVAL:
+            if boundaries.parse_ref(self.at) is None:
+                raise ValueError(f"at is {AWAITING_APPROVAL!r} or POINT[#N], got {self.at!r}")
+        elif self.do == "cancel":
+            raise ValueError("cancel needs `at`, a boundary point such as tool.started#1")
+        return self
+
+    @property
+    def point(self) -> tuple[str, int] | None:
+        """(boundary, occurrence) for a boundary trigger, None for awaiting_approval."""
+        return None if self.at == AWAITING_APPROVAL else boundaries.parse_ref(self.at)
+
+
 class Scenario(StrictModel):
     name: str = pydantic.Field(pattern=r"^[a-z0-9_-]{1,64}$")
     description: Text = ""
@@ -155,6 +189,12 @@ class Scenario(StrictModel):
     variants: list[list[Text]] = pydantic.Field(default_factory=list, max_length=16)
     # Why this scenario exists: the class of bug or incident it reproduces.
     note: Text = ""
+    # How `crashcert scenarios` groups it.
+    group: Literal["guarantee", "incident", "agent_task"] = "agent_task"
+    # Approve, reject or cancel from outside at a point of the run (harness/trial/actions.py).
+    actions: list[Action] = pydantic.Field(default_factory=list, max_length=16)
+    # Claims the engine may make before it gives the run up (RunInput.max_attempts).
+    max_attempts: int = pydantic.Field(default=5, ge=1, le=100)
 
     @pydantic.field_validator("faults")
     @classmethod
@@ -186,6 +226,9 @@ class Scenario(StrictModel):
                 if call.id in seen_ids:
                     raise ValueError(f"turns[{index}] repeats tool call id {call.id!r}")
                 seen_ids.add(call.id)
+        for action in self.actions:
+            if action.call is not None and action.call not in seen_ids:
+                raise ValueError(f"actions: {action.do} of unknown tool call {action.call!r}")
         if self.expect.status == "succeeded" and self.turns[-1].content is None:
             raise ValueError("a scenario expected to succeed must end with a content turn")
         self._latencies_within_deadline()

@@ -85,7 +85,21 @@ class WorkerEvent(Record):
     log_tail: list[str] = pydantic.Field(default_factory=list)  # its last lines
 
 
-Event = BoundaryHit | FaultApplied | WorkerEvent
+class ActionTaken(Record):
+    """The harness approved, rejected or cancelled from outside (a scenario's `actions`)."""
+
+    kind: Literal["action"] = "action"
+    do: str
+    call: str | None = None
+    at: str
+    # The sequence clock just before the command was sent: anything the world recorded
+    # before it cannot be the action's doing.
+    requested_seq: int = 0
+    ok: bool = True
+    note: str = ""
+
+
+Event = BoundaryHit | FaultApplied | WorkerEvent | ActionTaken
 
 
 class TrialHistory(pydantic.BaseModel):
@@ -101,7 +115,7 @@ class TrialHistory(pydantic.BaseModel):
     declared_boundaries: list[str] | None = None
     run_key: str
     run_id: str | None = None
-    events: list[BoundaryHit | FaultApplied | WorkerEvent] = pydantic.Field(default_factory=list)
+    events: list[Event] = pydantic.Field(default_factory=list)
     model: list[ledger.ModelRequest] = pydantic.Field(default_factory=list)
     tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = pydantic.Field(
         default_factory=list
@@ -130,3 +144,6 @@ class TrialHistory(pydantic.BaseModel):
 
     def faults(self) -> list[FaultApplied]:
         return [event for event in self.events if isinstance(event, FaultApplied)]
+
+    def actions(self) -> list[ActionTaken]:
+        return [event for event in self.events if isinstance(event, ActionTaken)]

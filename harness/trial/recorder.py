@@ -16,6 +16,10 @@ class Recorder:
         self._changed = threading.Condition()
         self._events: list[history.Event] = []
 
+    def tick(self) -> int:
+        """A point on the world's sequence clock: what the world records later is after it."""
+        return self._counter.next()
+
     def append(self, event: history.Event) -> history.Event:
         stamped = event.model_copy(update={"seq": self._counter.next(), "t": time.time()})
         with self._changed:

@@ -34,6 +34,7 @@ from harness.lab import proxy_audit
 from harness.lab import shared as lab_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema as scenario_module
+from harness.trial import actions as actions_module
 from harness.trial import artifacts as store
 from harness.trial import history
 from harness.trial import recorder as recorder_module
@@ -113,6 +114,7 @@ def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.
             {"role": "user", "content": f"{user}\n\n{world_module.run_marker(run_key)}"},
         ],
         budgets=scenario.budgets,
+        max_attempts=scenario.max_attempts,
     )
 
 
@@ -175,6 +177,8 @@ def judge(
     same judgement live and when a stored trial is analysed again."""
     results = blackbox_checks.judge(trial)  # check_all, with world hits read as boundaries
     results.append(_plan_result(trial))
+    if trial.scenario.actions:
+        results.append(actions_module.result(trial))
     return results, checkers.trial_verdict(trial, results)
 
 
@@ -289,18 +293,45 @@ def _wait_terminal(
     run_id = trial.run_id
     slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
     deadline = time.monotonic() + spec.scenario.deadline_s + slack
+    actor = actions_module.Actor(engine, dsn, run_id, spec.scenario, recorder)
+    try:
+        _poll_until_terminal(engine, dsn, trial, server, launcher, recorder, deadline, actor)
+    finally:
+        actor.close()
+
+
+def _poll_until_terminal(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    server: control.ControlServer,
+    launcher: launcher_module.Launcher,
+    recorder: recorder_module.Recorder,
+    deadline: float,
+    actor: actions_module.Actor,
+) -> None:
+    run_id = trial.run_id
+    assert run_id is not None
 
     def finished(hit: history.BoundaryHit) -> bool:
         return hit.point == "run.finished" and hit.run_id == run_id
 
+    next_report = 0.0
     while time.monotonic() < deadline:
         interrupt.check()
         poll = REPORT_POLL_S if engine.boundaries else BLACK_BOX_POLL_S
+        if actor.waiting:  # look for the action's point often; report as usual
+            poll = actions_module.POLL_S
         timeout = min(poll, max(0.0, deadline - time.monotonic()))
         hit = server.wait_for(finished, timeout=timeout)
         if hit is not None:
             trial.finished_at = hit.t
             break
+        if actor.waiting:
+            actor.step()
+            if time.monotonic() < next_report:
+                continue
+        next_report = time.monotonic() + REPORT_POLL_S
         _record_crashes(launcher, recorder, replace=True)
         try:
             report = engine.report(dsn, run_id)

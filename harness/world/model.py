@@ -54,6 +54,7 @@ class ModelServer(http.Service):
         self.ledger = ledger.Ledger(counter)
         self._registered: set[str] = set()
         self._lock = threading.Lock()
+        self._asked: dict[tuple[str, int], int] = {}  # requests per (run, turn)
         self._server = http.JsonServer(
             "model",
             [
@@ -76,6 +77,16 @@ class ModelServer(http.Service):
 
     def entries(self) -> list[ledger.ModelRequest]:
         return [e for e in self.ledger.snapshot() if isinstance(e, ledger.ModelRequest)]
+
+    def _scripted_failure(self, run_key: str, turn: int) -> None:
+        """The first `fail_first` requests of a turn answer 500: the provider is down."""
+        with self._lock:
+            asked = self._asked[(run_key, turn)] = self._asked.get((run_key, turn), 0) + 1
+        failures = self.scenario.turns[turn].fail_first
+        if asked <= failures:
+            raise http.HttpError(
+                500, f"model unavailable (scripted: request {asked} of {failures} to fail)"
+            )
 
     def _complete(self, request: http.Request) -> http.Response:
         messages: list[dict[str, Any]] = []
@@ -103,6 +114,7 @@ class ModelServer(http.Service):
                     f"{len(self.scenario.turns)} turns and the request has {turn} assistant "
                     "messages",
                 )
+            self._scripted_failure(run_key, turn)
         except http.HttpError as error:
             self.ledger.append(
                 ledger.ModelRequest(

@@ -287,6 +287,11 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY;
 -- name: find_tool_call
 SELECT run_id FROM tool_calls WHERE id = %(command_id)s;
 
+-- name: find_tool_call_of_run
+-- By the model's tool-call id, as clients know a call; the latest turn if ever repeated.
+SELECT id FROM tool_calls WHERE run_id = %(run_id)s AND tool_call_id = %(tool_call_id)s
+ORDER BY turn DESC, position DESC LIMIT 1;
+
 -- name: export_runs
 SELECT * FROM runs WHERE id = %(run_id)s;
 

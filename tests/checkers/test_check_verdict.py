@@ -44,6 +44,7 @@ def test_invariants_are_the_design_ids_in_order() -> None:
         "model.count",
         "tool.at_most_once",
         "tool.same_key",
+        "tool.approval",
         "tool.unknown_outcome",
         "budget.not_restored",
         "reply.single_delivery",

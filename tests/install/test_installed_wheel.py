@@ -151,7 +151,8 @@ def test_version_scenarios_and_toxiproxy_from_anywhere(
     assert version.returncode == 0 and "crashcert, version 0.1.0" in version.stdout
     listed = _run([str(installed.bin / "crashcert"), "scenarios"], cwd=cwd)
     assert listed.returncode == 0, listed.stderr
-    names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    # grouped: a heading per group, then one indented line per scenario
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.startswith("  ")}
     assert names == {path.stem for path in (ROOT / "scenarios").glob("*.yaml")}
     found = _run([str(installed.bin / "crashcert"), "toxiproxy", "path"], cwd=cwd)
     assert found.returncode == 0 and found.stdout.strip().endswith("toxiproxy-server")

@@ -2,7 +2,9 @@
 
 Placeholders in commands: `{python}` (this interpreter), `{run_id}`. Every command gets
 `DATABASE_URL`; `submit` reads the RunInput JSON on stdin and prints `{"run_id": ...}`;
-`status` prints a RunReport; `export` (optional) prints engine tables as JSON.
+`status` prints a RunReport; `export` (optional) prints engine tables as JSON;
+`approve`/`reject` (optional, `{run_id}` `{tool_call_id}`) decide a tool call awaiting
+approval, `cancel` (optional, `{run_id}`) cancels a run.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class EngineDescription(pydantic.BaseModel):
     submit: list[Text]
     status: list[Text]
     export: list[Text] | None = None
+    # Optional operator commands a scenario's `actions` use; without one, such a scenario
+    # is INCONCLUSIVE for the engine (harness/trial/actions.py).
+    approve: list[Text] | None = None
+    reject: list[Text] | None = None
+    cancel: list[Text] | None = None
     env: dict[EnvName, Text] = pydantic.Field(default_factory=dict)
     lease_ms: int = pydantic.Field(default=1000, ge=MIN_LEASE_MS, le=MAX_LEASE_MS)
     # Where the commands run, relative to the description file.
@@ -199,6 +206,23 @@ class CommandEngine:
         if not isinstance(tables, dict):
             raise errors.CrashcertError(f"engine {self.name}: export must print an object")
         return tables
+
+    def can(self, action: str) -> bool:
+        """Whether the engine offers an operator command (approve, reject, cancel)."""
+        return self._in_process(action) is not None or bool(getattr(self.description, action))
+
+    def act(self, dsn: str, action: str, run_id: str, tool_call_id: str | None = None) -> None:
+        """Approve or reject `tool_call_id` (the model's tool-call id), or cancel the run."""
+        args = (run_id,) if action == "cancel" else (run_id, tool_call_id or "")
+        function = self._in_process(action)
+        if function is not None:
+            _call(self.name, action, function, dsn, *args)
+            return
+        template = getattr(self.description, action)
+        if not template:
+            raise errors.CrashcertError(f"engine {self.name}: no {action} command")
+        values = {"run_id": run_id, "tool_call_id": tool_call_id or ""}
+        self._run(action, self._argv(template, **values), dsn)
 
 
 def _call(engine: str, what: str, function: Any, *args: Any) -> Any:
