@@ -24,12 +24,16 @@ def test_crash_matrix(crashcert_case):
 
 
 def _run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, engine: str, points: list[str]
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    engine: str,
+    points: list[str],
+    *extra: str,
 ) -> pytest.RunResult:
     # pytester gives the inner session its own HOME: point it at our Toxiproxy cache.
     monkeypatch.setenv("CRASHCERT_CACHE", TOXIPROXY_CACHE)
     pytester.makepyfile(test_team=TEAM_TEST.format(engine=engine, points=points))
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=600)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", *extra, timeout=600)
 
 
 def test_the_marker_expands_into_cases_and_the_reference_engine_passes(pytester, monkeypatch):
@@ -43,3 +47,19 @@ def test_a_broken_engine_fails_with_its_rerun_command(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, engine, ["reply.sent"])
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*reply.single_delivery*", "*rerun: crashcert run --engine*"])
+
+
+def test_the_cases_run_under_pytest_xdist(pytester, monkeypatch):
+    pytest.importorskip("xdist")
+    # each xdist worker opens its own lab; the cases split between the workers
+    result = _run(
+        pytester,
+        monkeypatch,
+        "reference",
+        ["reply.sent", "tool.started", "reply.sending"],
+        "-n",
+        "2",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*gw0*", "*gw1*"])
+    result.stdout.fnmatch_lines(["*PASSED*test_crash_matrix?sink_no_query-reply.sent?*"])
