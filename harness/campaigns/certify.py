@@ -24,7 +24,6 @@ from harness.campaigns import matrix as matrix_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.contract.engines import blackbox as blackbox_engine
 from harness.faults import plan as plan_module
 from harness.lab import shared as lab_module
 from harness.report import summary as report
@@ -175,7 +174,7 @@ def certify(
     modes = resolve_modes(mode, lab.engine.boundaries)
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
     for chosen in modes:
-        mode_lab = lab if chosen == "boundary" else _black_box_lab(lab)
+        mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
         matrix = matrix_module.run_matrix(
             mode_lab,
@@ -200,19 +199,6 @@ def certify(
             result.trials.extend(CertTrial(chosen, outcome) for outcome in outcomes)
     result.wall_s = time.monotonic() - started
     return result
-
-
-def _black_box_lab(lab: lab_module.Lab) -> lab_module.Lab:
-    if not lab.engine.boundaries:
-        return lab
-    return lab_module.Lab(
-        pg=lab.pg,
-        engine=blackbox_engine.BlackBoxEngine(lab.engine),
-        template=lab.template,
-        toxiproxy=lab.toxiproxy,
-        toxiproxy_note=lab.toxiproxy_note,
-        forkserver=lab.forkserver,
-    )
 
 
 def _points_for(mode: Mode, points: list[str] | None) -> list[str] | None:

@@ -47,6 +47,7 @@ class State:
 
     used: str
     note: str
+    chosen: str = "auto"  # the --isolation the user asked for: a rerun asks for it too
 
     @property
     def isolated(self) -> bool:
@@ -73,7 +74,7 @@ def apply(mode: str, *, pg_dsn: str | None, owns_process: bool = True) -> State:
         raise errors.CrashcertError(f"--isolation must be one of {', '.join(MODES)}, not {mode!r}")
     if _state.isolated or mode == OFF:
         if not _state.isolated:
-            _state = State(OFF, "network isolation off (--isolation off)")
+            _state = State(OFF, "network isolation off (--isolation off)", chosen=OFF)
         return _state
     reason = _outside_part(pg_dsn)
     if reason is None and mode == "auto" and not owns_process:

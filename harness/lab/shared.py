@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import errors
 from harness.contract.engines import adapter as adapter_module
+from harness.contract.engines import blackbox as blackbox_engine
 from harness.lab import gate as gate_module
 from harness.lab import postgres, proxy_audit, spawner
 
@@ -41,6 +42,13 @@ class Lab:
         self.forkserver = forkserver
         # Trials on this Postgres hold it shared; one that restarts it holds it alone.
         self.gate = gate or gate_module.SharedExclusive()
+
+    def as_black_box(self) -> Lab:
+        """The same lab driving its engine as a black box: no control channel, faults from
+        the world (CONTRACT.md section 6). An engine that reports nothing already is one."""
+        if not self.engine.boundaries:
+            return self
+        return self.with_engine(blackbox_engine.BlackBoxEngine(self.engine))
 
     def with_engine(self, engine: adapter_module.EngineAdapter) -> Lab:
         """The same Postgres, Toxiproxy and template driving another engine's workers.

@@ -29,8 +29,8 @@ from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.faults import world_trigger
+from harness.lab import isolation, proxy_audit
 from harness.lab import launcher as launcher_module
-from harness.lab import proxy_audit
 from harness.lab import shared as lab_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema as scenario_module
@@ -93,10 +93,19 @@ class TrialOutcome(pydantic.BaseModel):
         return [r for r in self.results if r.verdict is not verdict_module.Verdict.PASS]
 
 
-def repro_command(spec: TrialSpec, *, trial: history.TrialHistory | None = None) -> str:
+def repro_command(
+    spec: TrialSpec, *, trial: history.TrialHistory | None = None, black_box: bool = False
+) -> str:
     """One command that reruns the trial. With its history, a time kill reruns at the world
-    point it landed after (plan.rerun_step); the plan and label keep the time point."""
-    argv = ["crashcert", "run", "--engine", spec.engine_ref]
+    point it landed after (plan.rerun_step); the plan and label keep the time point. A trial
+    that drove a boundary-reporting engine as a black box reruns as one (`--black-box`), and
+    one whose user turned the private network off keeps it off (the engine may need it)."""
+    argv = ["crashcert"]
+    if isolation.current().chosen == isolation.OFF:
+        argv += ["--isolation", isolation.OFF]
+    argv += ["run", "--engine", spec.engine_ref]
+    if black_box:
+        argv += ["--black-box"]
     argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
     for step in spec.plan:
         rerun = step if trial is None else plan_module.rerun_step(trial, step)
@@ -120,6 +129,7 @@ def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.
 
 def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
     trial_id = uuid.uuid4().hex[:10]
+    black_box = isinstance(lab.engine, blackbox_engine.BlackBoxEngine)
     directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
     trial = history.TrialHistory(
         trial_id=trial_id,
@@ -137,7 +147,7 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
             _execute(lab, spec, trial, directory)
     except KeyboardInterrupt:
         trial.interrupted = interrupt.NOTE
-        _finish(trial, spec, directory)  # stored as interrupted, then the stop goes on
+        _finish(trial, spec, directory, black_box=black_box)  # stored, then the stop goes on
         raise
     except Exception as error:  # the harness or the environment broke: ERROR, never PASS
         if interrupt.requested():
@@ -145,14 +155,16 @@ def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) ->
         else:
             log.exception("trial %s failed to run", trial_id)
             trial.harness_error = f"{type(error).__name__}: {error}"
-    return _finish(trial, spec, directory)
+    return _finish(trial, spec, directory, black_box=black_box)
 
 
-def _finish(trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path) -> TrialOutcome:
+def _finish(
+    trial: history.TrialHistory, spec: TrialSpec, directory: pathlib.Path, *, black_box: bool
+) -> TrialOutcome:
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
     results, verdict = judge(trial)
-    repro = repro_command(spec, trial=trial)
+    repro = repro_command(spec, trial=trial, black_box=black_box)
     store.write_trial(
         directory,
         trial,

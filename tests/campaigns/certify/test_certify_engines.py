@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shlex
 from collections.abc import Iterator
 
+import click.testing
 import pytest
 
 from harness.campaigns import certify
 from harness.checkers import levels
+from harness.cli import main as cli_main
+from harness.contract import boundaries
 from harness.contract.engines import commands
 from harness.lab import shared as lab_module
 from harness.scenario import schema as scenario_module
+from harness.trial import artifacts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 
@@ -39,17 +44,9 @@ def run(
     points: list[str],
     out: pathlib.Path,
 ) -> certify.Certification:
-    engine = commands.load(description)
-    lab = lab_module.Lab(
-        pg=base.pg,
-        engine=engine,
-        template=base.template,  # the variants share the reference engine's schema
-        toxiproxy=base.toxiproxy,
-        toxiproxy_note=base.toxiproxy_note,
-        forkserver=base.forkserver if engine.preload == base.engine.preload else None,
-    )
+    # The variants share the reference engine's schema, so its lab's template.
     return certify.certify(
-        lab,
+        base.with_engine(commands.load(description)),
         [(scenario, scenario_module.find(scenario))],
         out_dir=out,
         engine_ref=str(description),
@@ -69,6 +66,38 @@ def test_reference_engine_is_full(base_lab: lab_module.Lab, tmp_path: pathlib.Pa
     assert cert.modes == ["boundary"]
     assert cert.level is levels.Level.FULL, explain(cert)
     assert len(cert.trials) >= 2  # the baseline and at least one kill
+    assert not any("--black-box" in trial.outcome.repro for trial in cert.trials)
+
+
+def test_a_black_box_trial_reruns_as_a_black_box_trial(
+    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+) -> None:
+    """certify's black-box rerun lines once replayed a boundary-mode trial: same fault
+    text, but the engine then reported its own boundaries and was judged by them."""
+    cert = certify.certify(
+        base_lab,
+        [("refund", scenario_module.find("refund"))],
+        out_dir=tmp_path / "certify",
+        engine_ref="reference",
+        mode="blackbox",
+        points=["world:tool.effect"],
+        time_kills=0,
+        jobs=JOBS,
+    )
+    faulted = [trial for trial in cert.trials if trial.outcome.spec.plan]
+    assert cert.modes == ["blackbox"] and faulted, explain(cert)
+    assert all("--black-box" in trial.outcome.repro for trial in faulted)
+    argv = shlex.split(faulted[0].outcome.repro)
+    assert argv[0] == "crashcert"
+    rerun = click.testing.CliRunner().invoke(
+        cli_main.main, [*argv[1:], "--out", str(tmp_path / "rerun")]
+    )
+    assert rerun.exit_code == faulted[0].outcome.verdict.exit_code, rerun.output
+    (history_file,) = (tmp_path / "rerun").rglob("history.jsonl")
+    again = artifacts.read_history(history_file)
+    assert again.plan == faulted[0].outcome.spec.plan
+    hits = [hit.point for hit in again.boundary_hits()]
+    assert hits and all(boundaries.is_blackbox_point(point) for point in hits), hits
 
 
 def test_resend_reply_is_caught_by_single_delivery(
