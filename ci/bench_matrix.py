@@ -1,16 +1,23 @@
-"""Benchmark of the crash matrix: trial count, wall time, median seconds per trial, and
-where a trial's time goes. Prints figures; asserts nothing (shared machines are noisy).
+"""Benchmark of the crash matrix: trials/s, median and p90 seconds per trial, where a trial's
+time goes, the harness's peak RSS, and the ratio to a floor measured in the same run. Prints
+figures; asserts nothing (shared machines are noisy).
 
     .venv/bin/python ci/bench_matrix.py [--scenario refund ...] [--jobs 2]
+
+The floor is what no fault trial can beat: the median baseline's clone of the template,
+worker fork and the scenario's commits with no faults (start of the trial to the run seen
+terminal), without its teardown and checks.
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import resource
 import statistics
 import tempfile
 import time
+from typing import Any
 
 from harness.campaigns import matrix
 from harness.contract.engines import commands
@@ -18,8 +25,8 @@ from harness.lab import shared as lab_module
 from harness.scenario import schema as scenario
 
 
-def _phases(outcome: object) -> dict[str, float]:
-    trial = outcome.history  # type: ignore[attr-defined]
+def _phases(outcome: Any) -> dict[str, float]:
+    trial = outcome.history
     hits = trial.boundary_hits()
     first_hit = hits[0].t if hits else trial.ended_at
     finished = trial.finished_at or trial.ended_at
@@ -30,6 +37,15 @@ def _phases(outcome: object) -> dict[str, float]:
         "run incl. recovery": finished - first_hit,
         "teardown, report, checks": trial.ended_at - finished,
     }
+
+
+def _p90(values: list[float]) -> float:
+    return sorted(values)[int(0.9 * (len(values) - 1))]
+
+
+def _floor(outcomes: list[Any]) -> float:
+    baselines = [o.history for o in outcomes if not o.spec.plan]
+    return statistics.median((h.finished_at or h.ended_at) - h.started_at for h in baselines)
 
 
 def main() -> None:
@@ -52,14 +68,26 @@ def main() -> None:
                 jobs=args.jobs,
             )
     durations = [o.history.ended_at - o.history.started_at for o in result.outcomes]
+    faulted = [o.history.ended_at - o.history.started_at for o in result.outcomes if o.spec.plan]
+    floor = _floor(result.outcomes)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"lab start (Postgres, Toxiproxy, template, fork server): {lab_ready:.2f} s")
     print(f"trials: {len(result.outcomes)}  verdict: {result.verdict.value}  jobs: {args.jobs}")
     print(f"matrix wall time: {result.wall_s:.1f} s")
     print(f"throughput: {len(result.outcomes) / result.wall_s:.2f} trials/s")
     print(
-        f"median seconds per trial: {statistics.median(durations):.2f} "
-        f"(p90 {sorted(durations)[int(0.9 * (len(durations) - 1))]:.2f})"
+        f"seconds per trial: median {statistics.median(durations):.2f}, p90 {_p90(durations):.2f}"
     )
+    if faulted:
+        print(
+            f"seconds per fault trial: median {statistics.median(faulted):.2f}, "
+            f"p90 {_p90(faulted):.2f}"
+        )
+    print(
+        f"floor (clone + worker fork + commits, no fault): {floor:.2f} s; "
+        f"median trial / floor: {statistics.median(durations) / floor:.1f}"
+    )
+    print(f"peak RSS of the harness: {peak_mib:.0f} MiB")
     phases = [_phases(o) for o in result.outcomes]
     print("median seconds per phase:")
     for name in phases[0]:
