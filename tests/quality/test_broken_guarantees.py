@@ -1,0 +1,157 @@
+"""Engines that ignore a budget, max_attempts or the approval gate are caught by the
+bundled guarantee scenarios alone, without any fault: these bugs are not latent, any run
+that reaches the limit shows them. The reference engine passes the same trials.
+
+The named incident regressions (group `incident`, named after the public issue) are
+latent like test_broken_engines.py's: the broken engine FAILs under the scenario's own
+faults with the invariant its note names, and PASSes without them.
+
+The engines are written like those of test_broken_engines.py (the reference engine with
+one behaviour replaced) and share its helpers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator
+
+import pytest
+
+from harness.checkers import verdict as verdict_module
+from harness.contract.engines import commands
+from harness.lab import shared as lab_module
+from harness.trial import runner as trial_module
+from tests.quality import test_broken_engines as broken
+
+pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
+
+CASES = (
+    # Asks the model a fourth time and finishes the script; the report shows 5 of 3.
+    broken.Case(
+        "ignore_iterations",
+        "budget_iterations",
+        (),
+        ("run.liveness", "budget.not_restored"),
+        says="expected budget_exhausted",
+    ),
+    # Pages the third team although two tool calls were the limit.
+    broken.Case(
+        "ignore_tool_calls",
+        "budget_tool_calls",
+        (),
+        ("run.liveness", "budget.not_restored"),
+        says="expected budget_exhausted",
+    ),
+    # The model is down for good; the run is claimed again and again, never dead-lettered
+    # (until the schema's CHECK refuses the claim beyond max_attempts and the workers crash).
+    broken.Case(
+        "ignore_max_attempts",
+        "dead_letter",
+        (),
+        ("run.liveness",),
+        says="hung: not terminal",
+    ),
+    # Deletes the account although the operator rejected the deletion.
+    broken.Case(
+        "ignore_approval",
+        "approval_rejected",
+        (),
+        ("tool.approval",),
+        says="requires approval and reached the tool without one",
+    ),
+)
+IDS = [case.engine for case in CASES]
+
+INCIDENTS = (
+    # openai/openai-agents-python#4244: the approval is not honoured on resume.
+    broken.Case(
+        "forget_approval",
+        "oai_agents_4244_approval_lost_on_resume",
+        ("kill@run.claimed#2",),
+        ("run.liveness",),
+        says="not terminal",
+    ),
+)
+INCIDENT_IDS = [case.engine for case in INCIDENTS]
+
+
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
+    out = tmp_path_factory.mktemp("guarantees")
+    with lab_module.open_lab(commands.find("reference")) as base:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS)
+        futures: broken.Trials = {}
+        for case in CASES:
+            engine = broken.lab_for(base, commands.load(case.description))
+            ref = str(case.description.relative_to(broken.REPO))
+            jobs = {
+                broken.BROKEN: (engine, broken.spec_for(case, engine_ref=ref, faults=False)),
+                broken.REFERENCE: (
+                    base,
+                    broken.spec_for(case, engine_ref="reference", faults=False),
+                ),
+            }
+            for kind, (lab, spec) in jobs.items():
+                futures[(case.engine, kind)] = pool.submit(
+                    trial_module.run_trial, lab, spec, out_dir=out / kind / case.engine
+                )
+        for case in INCIDENTS:
+            engine = broken.lab_for(base, commands.load(case.description))
+            ref = str(case.description.relative_to(broken.REPO))
+            jobs = {
+                broken.BROKEN: (engine, broken.spec_for(case, engine_ref=ref)),
+                broken.REFERENCE: (base, broken.spec_for(case, engine_ref="reference")),
+                broken.CLEAN: (engine, broken.spec_for(case, engine_ref=ref, faults=False)),
+            }
+            for kind, (lab, spec) in jobs.items():
+                futures[(case.engine, kind)] = pool.submit(
+                    trial_module.run_trial, lab, spec, out_dir=out / kind / case.engine
+                )
+        try:
+            yield futures
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: broken.Case) -> None:
+    outcome = trials[(case.engine, broken.BROKEN)].result()
+    results = broken.by_invariant(outcome)
+    missed = [
+        invariant
+        for invariant in case.catches
+        if results[invariant].verdict is not verdict_module.Verdict.FAIL
+    ]
+    assert not missed, f"{case.engine}: {missed} not FAIL\n{broken.explain(outcome)}"
+    assert case.says in results[case.catches[0]].summary, broken.explain(outcome)
+    assert outcome.verdict is verdict_module.Verdict.FAIL, broken.explain(outcome)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_reference_engine_passes(trials: broken.Trials, case: broken.Case) -> None:
+    outcome = trials[(case.engine, broken.REFERENCE)].result()
+    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
+
+
+@pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
+def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> None:
+    outcome = trials[(case.engine, broken.BROKEN)].result()
+    results = broken.by_invariant(outcome)
+    assert results[broken.PLAN_APPLIED].verdict is verdict_module.Verdict.PASS, broken.explain(
+        outcome
+    )
+    missed = [i for i in case.catches if results[i].verdict is not verdict_module.Verdict.FAIL]
+    assert not missed, f"{case.engine}: {missed} not FAIL\n{broken.explain(outcome)}"
+    assert case.says in results[case.catches[0]].summary, broken.explain(outcome)
+
+
+@pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
+def test_reference_engine_passes_the_incident(trials: broken.Trials, case: broken.Case) -> None:
+    outcome = trials[(case.engine, broken.REFERENCE)].result()
+    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
+
+
+@pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
+def test_incident_engine_passes_without_the_fault(trials: broken.Trials, case: broken.Case) -> None:
+    outcome = trials[(case.engine, broken.CLEAN)].result()
+    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
