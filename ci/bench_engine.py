@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.lab import postgres  # noqa: E402
 from harness.lab.postgres import admin  # noqa: E402
-from harness.scenario import schema as scenario_module  # noqa: E402
+from harness.scenario import schema  # noqa: E402
 from harness.world import world as world_module  # noqa: E402
 from reference_engine import commands, connection, inputs, migrations  # noqa: E402
 
@@ -54,7 +54,7 @@ def make_input(world: world_module.World) -> inputs.RunInput:
     scenario = world.scenario
     run_key = f"bench-{uuid.uuid4().hex[:12]}"
     marker = world.register_run(run_key)
-    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+    user = schema.substitute_run_key(scenario.input.user, run_key)
     return inputs.RunInput(
         run_key=run_key,
         messages=[
@@ -67,7 +67,7 @@ def make_input(world: world_module.World) -> inputs.RunInput:
 
 
 def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> dict[str, float]:
-    scenario = scenario_module.find(scenario_name)
+    scenario = schema.find(scenario_name)
     with world_module.World(scenario) as world:
         db = connection.Connector(dsn)
         migrations.migrate(db)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.cli import main as cli
+from harness.cli import main
 
 if __name__ == "__main__":
-    cli.entry()
+    main.entry()

@@ -18,7 +18,7 @@ import pytest
 
 from harness.lab import postgres
 from harness.lab.postgres import templates
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import world as world_module
 from reference_engine import connection, migrations, sqlfile
 
@@ -173,7 +173,7 @@ def run_input(
     scenario = world.scenario
     run_key = run_key or f"r-{uuid.uuid4().hex[:10]}"
     marker = world.register_run(run_key)
-    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+    user = schema.substitute_run_key(scenario.input.user, run_key)
     return {
         "run_key": run_key,
         "messages": [

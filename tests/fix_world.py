@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import world as world_module
 
@@ -52,12 +52,12 @@ def make_world() -> Iterator[MakeWorld]:
     worlds: list[world_module.World] = []
 
     def make(
-        scenario: Mapping[str, Any] | scenario_module.Scenario = REFUND_SCENARIO,
+        scenario: Mapping[str, Any] | schema.Scenario = REFUND_SCENARIO,
         *,
         hooks: hooks_module.WorldHooks | None = None,
     ) -> world_module.World:
-        if not isinstance(scenario, scenario_module.Scenario):
-            scenario = scenario_module.parse(dict(scenario), source="test scenario")
+        if not isinstance(scenario, schema.Scenario):
+            scenario = schema.parse(dict(scenario), source="test scenario")
         world = world_module.World(scenario, hooks=hooks)
         world.start()
         worlds.append(world)

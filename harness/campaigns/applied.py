@@ -16,10 +16,9 @@ from typing import Any
 
 from harness import errors
 from harness.campaigns import incident
-from harness.faults import plan as plan_module
-from harness.scenario import schema as scenario_module
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.faults import plan
+from harness.scenario import schema
+from harness.trial import artifacts, history
 
 
 def read(directory: pathlib.Path) -> tuple[history.TrialHistory, dict[str, Any]]:
@@ -27,7 +26,7 @@ def read(directory: pathlib.Path) -> tuple[history.TrialHistory, dict[str, Any]]
     path = directory / "history.jsonl"
     if not path.exists():
         raise errors.CrashcertError(f"{directory}: not a trial directory (no history.jsonl)")
-    trial = store.read_history(path)
+    trial = artifacts.read_history(path)
     try:
         meta = json.loads((directory / "meta.json").read_text())
     except (OSError, ValueError):
@@ -49,7 +48,7 @@ def applied_faults(
             why = f" ({failed[0]})" if failed else ""
             notes.append(f"{step.label()} was planned and never struck{why}: left out")
             continue
-        rerun = plan_module.rerun_step(trial, step)
+        rerun = plan.rerun_step(trial, step)
         faults.append(rerun.label())
         first = struck[0]
         where = first.struck_at.label() if first.struck_at else step.point
@@ -72,7 +71,7 @@ def scenario_from_trial(
     name: str | None = None,
     redacted: bool = False,
     sink_queryable: bool | None = None,
-) -> scenario_module.Scenario:
+) -> schema.Scenario:
     trial, meta = read(directory)
     faults = applied_faults(trial, meta=meta)
     source = f"trial {directory}"
@@ -103,4 +102,4 @@ def scenario_from_trial(
     )
     if sink_queryable is not None:
         data["sink"] = {**data["sink"], "queryable": sink_queryable}
-    return scenario_module.parse(data, source=f"trial {trial.trial_id}")
+    return schema.parse(data, source=f"trial {trial.trial_id}")

@@ -25,11 +25,10 @@ from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan as plan_module
-from harness.lab import shared as lab_module
-from harness.report import summary as report
-from harness.report import terminal
-from harness.scenario import schema as scenario_module
-from harness.trial import runner as trial_module
+from harness.lab import shared
+from harness.report import summary, terminal
+from harness.scenario import schema
+from harness.trial import runner
 
 Mode = Literal["boundary", "blackbox"]
 MODES: tuple[str, ...] = ("auto", "boundary", "blackbox", "both")
@@ -44,7 +43,7 @@ Verdict = verdict_module.Verdict
 @dataclasses.dataclass(frozen=True)
 class CertTrial:
     mode: Mode
-    outcome: trial_module.TrialOutcome
+    outcome: runner.TrialOutcome
 
     @property
     def fault_class(self) -> str:
@@ -155,8 +154,8 @@ def resolve_modes(mode: str, engine_boundaries: tuple[str, ...]) -> list[Mode]:
 
 
 def certify(
-    lab: lab_module.Lab,
-    scenarios: list[tuple[str, scenario_module.Scenario]],
+    lab: shared.Lab,
+    scenarios: list[tuple[str, schema.Scenario]],
     *,
     out_dir: pathlib.Path,
     engine_ref: str,
@@ -212,24 +211,24 @@ def _points_for(mode: Mode, points: list[str] | None) -> list[str] | None:
 
 
 def _time_trials(
-    lab: lab_module.Lab,
-    baselines: list[trial_module.TrialOutcome],
+    lab: shared.Lab,
+    baselines: list[runner.TrialOutcome],
     *,
     count: int,
     seed: int,
     jobs: int,
     out_dir: pathlib.Path,
     progress: matrix_module.Progress | None,
-) -> list[trial_module.TrialOutcome]:
+) -> list[runner.TrialOutcome]:
     specs = []
     for baseline in baselines:
         for plan in plan_module.time_plans(baseline.history, count=count, seed=seed):
             label = plan_module.plan_label(plan)
             specs.append(baseline.spec.model_copy(update={"plan": plan, "label": label}))
-    done: list[trial_module.TrialOutcome] = []
+    done: list[runner.TrialOutcome] = []
 
-    def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
-        outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+    def run(spec: runner.TrialSpec) -> runner.TrialOutcome:
+        outcome = runner.run_trial(lab, spec, out_dir=out_dir)
         if progress:
             progress(outcome, len(done) + 1, None)
         done.append(outcome)
@@ -356,7 +355,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
             for trial in cert.failing()
         ],
         "trials": [
-            {"mode": trial.mode, "fault_class": trial.fault_class, **report.outcome_json(o)}
+            {"mode": trial.mode, "fault_class": trial.fault_class, **summary.outcome_json(o)}
             for trial in cert.trials
             for o in [trial.outcome]
         ],

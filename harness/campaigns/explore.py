@@ -33,10 +33,10 @@ from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan, spec
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 from harness.trial import artifacts as store
-from harness.trial import runner as trial_module
+from harness.trial import runner
 
 DEFAULT_FAULTS = ("kill", "pause")
 DEFAULT_MAX_FAULTS = 3
@@ -68,7 +68,7 @@ class Observation:
         return self.verdict is verdict_module.Verdict.FAIL
 
     @classmethod
-    def of(cls, outcome: trial_module.TrialOutcome) -> Observation:
+    def of(cls, outcome: runner.TrialOutcome) -> Observation:
         failing = tuple(
             result.invariant
             for result in outcome.results
@@ -360,8 +360,8 @@ def _confirm(
 
 
 def explore(
-    lab: lab_module.Lab,
-    scenario: scenario_module.Scenario,
+    lab: shared.Lab,
+    scenario: schema.Scenario,
     *,
     out_dir: pathlib.Path,
     examples: int,
@@ -378,16 +378,16 @@ def explore(
     """Baseline, then `search` with real trials; a failure gets its repro and schedule file."""
     faults = check_faults(faults)
     counter = itertools.count(1)
-    base = trial_module.TrialSpec(
+    base = runner.TrialSpec(
         scenario=scenario, seed=seed, scenario_ref=scenario_ref, engine_ref=engine_ref
     )
 
     def run(schedule: list[spec.FaultStep], purpose: str) -> Observation:
         label = f"{purpose}-{next(counter):03d}-{plan.plan_label(schedule)}"
         spec = base.model_copy(update={"plan": list(schedule), "label": label})
-        return Observation.of(trial_module.run_trial(lab, spec, out_dir=out_dir))
+        return Observation.of(runner.run_trial(lab, spec, out_dir=out_dir))
 
-    baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
+    baseline = runner.run_trial(lab, base, out_dir=out_dir)
     if baseline.verdict is not verdict_module.Verdict.PASS:
         raise errors.CrashcertError(
             f"the baseline of {scenario.name} without faults is {baseline.verdict.value}, "
@@ -407,7 +407,7 @@ def explore(
     )
     if result.failure is not None:
         spec = base.model_copy(update={"plan": result.failure.schedule})
-        result.failure.repro = trial_module.repro_command(spec)
+        result.failure.repro = runner.repro_command(spec)
         result.failure.engine_ref = engine_ref
         result.failure.schedule_file = write_schedule(
             out_dir, scenario, result.failure.schedule, status=result.failure.status
@@ -417,7 +417,7 @@ def explore(
 
 def write_schedule(
     out_dir: pathlib.Path,
-    scenario: scenario_module.Scenario,
+    scenario: schema.Scenario,
     schedule: list[spec.FaultStep],
     *,
     status: Status,
@@ -429,7 +429,7 @@ def write_schedule(
     path = out_dir / f"{store.safe_name(scenario.name)}.minimal.yaml"
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(copy.model_dump(mode="json"), sort_keys=False))
-    scenario_module.load(path)  # what we print must be runnable
+    schema.load(path)  # what we print must be runnable
     return path
 
 

@@ -24,7 +24,7 @@ from harness.campaigns import redaction
 from harness.campaigns import variants as variants_module
 from harness.contract import run_report
 from harness.contract.engines import commands
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 
 Tables = dict[str, list[dict[str, Any]]]
 
@@ -108,7 +108,7 @@ def templated(value: Any, run_key: str) -> Any:
     if not run_key:
         return value
     if isinstance(value, str):
-        return value.replace(run_key, scenario_module.RUN_KEY_PLACEHOLDER)
+        return value.replace(run_key, schema.RUN_KEY_PLACEHOLDER)
     if isinstance(value, list):
         return [templated(item, run_key) for item in value]
     if isinstance(value, dict):
@@ -379,7 +379,7 @@ def scenario_from_tables(
     sink_queryable: bool | None = None,
     source: str = "",
     faults: Inference | None = None,
-) -> scenario_module.Scenario:
+) -> schema.Scenario:
     """The scenario of one exported run; `faults` when known better than the event trail
     tells (a trial's applied plan), else inferred from it."""
     runs = _rows(tables, "runs")
@@ -424,7 +424,7 @@ def scenario_from_tables(
         "variants": inference.variants,
         "note": _note(inference.notes + notes, redacted=redacted, source=inference.source),
     }
-    return scenario_module.parse(data, source=f"incident {run_id}")
+    return schema.parse(data, source=f"incident {run_id}")
 
 
 def _note(items: list[str], *, redacted: bool, source: str) -> str:
@@ -441,7 +441,7 @@ def _name(run_id: str) -> str:
     return NAME_ALLOWED.sub("-", f"incident-{run_id[:8]}".lower()).strip("-")[:64]
 
 
-def to_yaml(scenario: scenario_module.Scenario) -> str:
+def to_yaml(scenario: schema.Scenario) -> str:
     data = scenario.model_dump(mode="json", exclude_defaults=False)
     header = "# crashcert incident replay (harness/INCIDENTS.md): crashcert replay THIS_FILE\n"
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)

@@ -25,11 +25,10 @@ from harness import checkers, errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.lab import launcher as launcher_module
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
-from harness.trial import history
+from harness.lab import shared
+from harness.scenario import schema
+from harness.trial import history, runner
 from harness.trial import recorder as recorder_module
-from harness.trial import runner as trial_module
 from harness.world import ledger
 from harness.world import world as world_module
 
@@ -75,8 +74,8 @@ class SoakResult:
 
 
 def run_soak(
-    lab: lab_module.Lab,
-    scenario: scenario_module.Scenario,
+    lab: shared.Lab,
+    scenario: schema.Scenario,
     *,
     runs: int = 500,
     workers: int = 4,
@@ -99,7 +98,7 @@ def run_soak(
     world = world_module.World(scenario)
     world.start()
     recorder = recorder_module.Recorder(world.counter)
-    proxies = trial_module._Proxies(lab, dsn, prefix=database)
+    proxies = runner._Proxies(lab, dsn, prefix=database)
     launcher = launcher_module.Launcher(
         engine,
         world_env=world.env(),
@@ -113,7 +112,7 @@ def run_soak(
     # Fixed width: no run key is a prefix of another (the world attributes by substring).
     keys = [f"{scenario.name}-{soak_id}-r{index:05d}" for index in range(runs)]
     try:
-        run_ids = {key: engine.submit(dsn, trial_module.build_input(scenario, key)) for key in keys}
+        run_ids = {key: engine.submit(dsn, runner.build_input(scenario, key)) for key in keys}
         for _ in range(workers):
             launcher.start()
         _storm(
@@ -182,7 +181,7 @@ def _terminal(report: run_report.RunReport | None) -> bool:
 
 
 def _storm(
-    lab: lab_module.Lab,
+    lab: shared.Lab,
     launcher: launcher_module.Launcher,
     proxies: Any,
     rng: random.Random,
@@ -252,7 +251,7 @@ def _settle(
         open_runs = [rid for rid in run_ids.values() if not _terminal(reports.get(rid))]
         for run_id in open_runs:
             reports[run_id] = engine.report(dsn, run_id)
-        trial_module._restart_crashed_workers(launcher)
+        runner._restart_crashed_workers(launcher)
         if all(_terminal(reports.get(rid)) for rid in run_ids.values()):
             return reports
         if time.monotonic() >= deadline:
@@ -261,7 +260,7 @@ def _settle(
 
 
 def _run_history(
-    scenario: scenario_module.Scenario,
+    scenario: schema.Scenario,
     run_key: str,
     run_id: str,
     report: run_report.RunReport | None,

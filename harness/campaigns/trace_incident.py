@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import errors
 from harness.campaigns import genai, incident, otlp, trace_faults, trace_steps
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 
 MARKER_KEY = re.compile(r"\[crashcert-run: (?P<key>[^\]]*)\]")
 UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
@@ -33,7 +33,7 @@ Turn = tuple[genai.Answer, tuple[int, int] | None]
 
 def scenario_from_spans(
     trace: otlp.Trace, *, run: str | None = None, name: str | None = None, source: str = ""
-) -> scenario_module.Scenario:
+) -> schema.Scenario:
     spans, run_id = trace_steps.select_run(trace.spans, run)
     notes = list(trace.problems)
     steps = trace_steps.read(spans, notes)
@@ -68,7 +68,7 @@ def scenario_from_spans(
             [inference.source, *(item.rstrip(".") + "." for item in inference.notes + notes)]
         ),
     }
-    return scenario_module.parse(data, source=f"trace of run {run_id}")
+    return schema.parse(data, source=f"trace of run {run_id}")
 
 
 # -- input -------------------------------------------------------------------------------

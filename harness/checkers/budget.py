@@ -15,7 +15,7 @@ import dataclasses
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import run_report
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.trial import history as history_module
 from harness.world import ledger
 
@@ -115,7 +115,7 @@ def _uses(history: history_module.TrialHistory, turn: int, after: int) -> list[_
         if request.seq > after and call in mine - elsewhere:
             uses.append(_Use(request.seq, f"tool request seq {request.seq} {call}"))
     if scripted.content is not None:
-        content = scenario_module.substitute_run_key(scripted.content, history.run_key)
+        content = schema.substitute_run_key(scripted.content, history.run_key)
         uses.extend(
             _Use(request.seq, f"reply request seq {request.seq} posts its content")
             for request in facts.reply_requests(history)

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.contract import boundaries
 from harness.faults import spec
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.trial import history as history_module
 from harness.world import ledger, transcript
 
@@ -91,7 +91,7 @@ def scripted_calls(history: history_module.TrialHistory) -> dict[str, ScriptedCa
     calls: dict[str, ScriptedCall] = {}
     for turn, scripted in enumerate(history.scenario.turns):
         for call in scripted.tool_calls:
-            arguments = scenario_module.substitute_run_key(call.arguments, history.run_key)
+            arguments = schema.substitute_run_key(call.arguments, history.run_key)
             calls[call.id] = ScriptedCall(call.id, turn, logical_call(call.name, arguments))
     return calls
 
@@ -140,7 +140,7 @@ def answered_ok(history: history_module.TrialHistory) -> set[str]:
     }
 
 
-def tool_spec(history: history_module.TrialHistory, name: str) -> scenario_module.ToolSpec | None:
+def tool_spec(history: history_module.TrialHistory, name: str) -> schema.ToolSpec | None:
     try:
         return history.scenario.tool(name)
     except KeyError:
@@ -362,7 +362,7 @@ def tool_queries(history: history_module.TrialHistory) -> list[ledger.ToolQuery]
 
 def expected_reply(history: history_module.TrialHistory) -> str | None:
     reply = history.scenario.final_reply
-    return None if reply is None else scenario_module.substitute_run_key(reply, history.run_key)
+    return None if reply is None else schema.substitute_run_key(reply, history.run_key)
 
 
 def _this_runs_reply(

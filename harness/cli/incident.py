@@ -9,12 +9,12 @@ import sys
 import click
 
 from harness import errors
-from harness.cli import options as cli_options
+from harness.cli import options
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
+from harness.lab import shared
 from harness.report import terminal
-from harness.scenario import schema as scenario_module
-from harness.trial import runner as trial_module
+from harness.scenario import schema
+from harness.trial import runner
 
 console = terminal.make_console()
 
@@ -26,7 +26,7 @@ def incident_group() -> None:
 
 
 @incident_group.command("export")
-@cli_options.engine_option
+@options.engine_option
 @click.option("--dsn", default=None, help="The engine's database (libpq DSN).")
 @click.option("--run", "run_id", default=None, help="The run's id (with --dsn).")
 @click.option(
@@ -77,16 +77,16 @@ def incident_export(
 
 
 @click.command()
-@cli_options.engine_option
-@cli_options.file_argument("scenario_file")
+@options.engine_option
+@options.file_argument("scenario_file")
 @click.option("--seed", default=0, show_default=True)
 @click.option(
     "--no-variants",
     is_flag=True,
     help="Replay only the scenario's faults, not its variants.",
 )
-@cli_options.out_option
-@cli_options.pg_option
+@options.out_option
+@options.pg_option
 def replay(
     engine_ref: str,
     scenario_file: str,
@@ -99,22 +99,22 @@ def replay(
     the incident still happens, and under which plan."""
     from harness.campaigns import variants as variants_module
 
-    scenario = scenario_module.load(scenario_file)
+    scenario = schema.load(scenario_file)
     plans = [scenario.faults, *([] if no_variants else scenario.variants)]
     engine = commands.find(engine_ref)
-    network = cli_options.private_network(pg_dsn)
-    out_dir = cli_options.new_out_dir(out)
+    network = options.private_network(pg_dsn)
+    out_dir = options.new_out_dir(out)
     replays: list[variants_module.Replayed] = []
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         for number, faults in enumerate(plans):
             # each plan is the trial `crashcert run --scenario FILE --fault ...` runs
-            spec = trial_module.TrialSpec.under(
+            spec = runner.TrialSpec.under(
                 scenario, faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
             )
             what = "faults" if number == 0 else f"variant {number}/{len(plans) - 1}"
             console.print(f"\n{what}: {spec.label}")
-            outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)
+            outcome = runner.run_trial(lab, spec, out_dir=out_dir)
             terminal.print_results(console, outcome.results, outcome.verdict)
             console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
             failed = [r.invariant for r in outcome.results if r.verdict.value == "FAIL"]

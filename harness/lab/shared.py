@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness import errors
-from harness.contract.engines import adapter as adapter_module
-from harness.contract.engines import blackbox as blackbox_engine
+from harness.contract.engines import adapter, blackbox
 from harness.lab import gate as gate_module
 from harness.lab import postgres, proxy_audit, spawner
 
@@ -27,7 +26,7 @@ class Lab:
         self,
         *,
         pg: postgres.Server,
-        engine: adapter_module.EngineAdapter,
+        engine: adapter.EngineAdapter,
         template: str,
         toxiproxy: Any | None,
         toxiproxy_note: str,
@@ -48,9 +47,9 @@ class Lab:
         the world (CONTRACT.md section 6). An engine that reports nothing already is one."""
         if not self.engine.boundaries:
             return self
-        return self.with_engine(blackbox_engine.BlackBoxEngine(self.engine))
+        return self.with_engine(blackbox.BlackBoxEngine(self.engine))
 
-    def with_engine(self, engine: adapter_module.EngineAdapter) -> Lab:
+    def with_engine(self, engine: adapter.EngineAdapter) -> Lab:
         """The same Postgres, Toxiproxy and template driving another engine's workers.
 
         Only for engines that share this engine's schema (variants of it); the fork server
@@ -76,7 +75,7 @@ class Lab:
 
 @contextlib.contextmanager
 def open_lab(
-    engine: adapter_module.EngineAdapter,
+    engine: adapter.EngineAdapter,
     *,
     pg_dsn: str | None = None,
     require_toxiproxy: bool = False,

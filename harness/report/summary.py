@@ -13,13 +13,13 @@ import rich.table
 
 from harness.checkers import verdict as verdict_module
 from harness.report import grid, terminal
-from harness.trial import runner as trial_module
+from harness.trial import runner
 
 STYLE = terminal.STYLE
 
 
 def print_summary(
-    outcomes: list[trial_module.TrialOutcome],
+    outcomes: list[runner.TrialOutcome],
     *,
     console: rich.console.Console,
     unreached: list[str] | None = None,
@@ -58,7 +58,7 @@ def print_summary(
         )
 
 
-def outcome_json(outcome: trial_module.TrialOutcome) -> dict[str, Any]:
+def outcome_json(outcome: runner.TrialOutcome) -> dict[str, Any]:
     return {
         "scenario": outcome.spec.scenario.name,
         "label": outcome.spec.label,
@@ -73,7 +73,7 @@ def outcome_json(outcome: trial_module.TrialOutcome) -> dict[str, Any]:
 
 def write_json(
     path: pathlib.Path,
-    outcomes: list[trial_module.TrialOutcome],
+    outcomes: list[runner.TrialOutcome],
     *,
     verdict: verdict_module.Verdict,
     unreached: list[str],
@@ -91,7 +91,7 @@ def write_json(
     path.write_text(json.dumps(document, indent=2) + "\n")
 
 
-def write_junit(path: pathlib.Path, outcomes: list[trial_module.TrialOutcome]) -> None:
+def write_junit(path: pathlib.Path, outcomes: list[runner.TrialOutcome]) -> None:
     write_junit_records(path, [outcome_json(outcome) for outcome in outcomes])
 
 

@@ -32,8 +32,7 @@ from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan
 from harness.report import grid
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.trial import artifacts, history
 from harness.world import ledger
 
 TRIAL_PAGE = "timeline.html"
@@ -81,7 +80,7 @@ def view_of_outcome(outcome: Any) -> TrialView:
 
 def load_view(directory: pathlib.Path) -> TrialView:
     """Read a stored trial directory (history.jsonl, verdicts.json, repro.txt)."""
-    trial = store.read_history(directory / "history.jsonl")
+    trial = artifacts.read_history(directory / "history.jsonl")
     try:
         stored = json.loads((directory / "verdicts.json").read_text())
         results = [verdict_module.CheckResult.model_validate(r) for r in stored["invariants"]]
@@ -455,7 +454,7 @@ def write_matrix_report(
 
 def report_directory(root: pathlib.Path) -> list[pathlib.Path]:
     """`crashcert report DIR`: timeline.html in every trial below DIR; report.html for many."""
-    trials = store.find_trials(root)
+    trials = artifacts.find_trials(root)
     views = [load_view(directory) for directory in trials]
     if trials == [root]:
         return [write_trial_page(views[0])]

@@ -3,7 +3,7 @@ first sentence of its note (why it exists)."""
 
 from __future__ import annotations
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 
 GROUPS = (
     ("guarantee", "Guarantees: each promise of the contract exercised"),
@@ -18,7 +18,7 @@ def first_sentence(text: str) -> str:
     return head + "." if dot else text
 
 
-def lines(scenarios: list[scenario_module.Scenario]) -> list[str]:
+def lines(scenarios: list[schema.Scenario]) -> list[str]:
     """Group headings, then one line per scenario: name, expected status, its note."""
     out: list[str] = []
     for group, heading in GROUPS:

@@ -15,7 +15,7 @@ from typing import Any
 from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.trial import history
 from harness.trial import recorder as recorder_module
 
@@ -32,7 +32,7 @@ class Actor:
         engine: Any,
         dsn: str,
         run_id: str,
-        scenario: scenario_module.Scenario,
+        scenario: schema.Scenario,
         recorder: recorder_module.Recorder,
     ) -> None:
         self._engine = engine
@@ -95,7 +95,7 @@ class Actor:
         return report
 
     def _record(
-        self, action: scenario_module.Action, requested: int, *, ok: bool, note: str = ""
+        self, action: schema.Action, requested: int, *, ok: bool, note: str = ""
     ) -> None:
         self._recorder.append(
             history.ActionTaken(

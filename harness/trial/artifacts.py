@@ -21,7 +21,7 @@ import yaml
 
 from harness import errors, provenance
 from harness.lab import isolation
-from harness.lab.postgres import dsn as pg_dsn
+from harness.lab.postgres import dsn
 from harness.trial import history
 
 HEADER_FIELDS = (
@@ -110,7 +110,7 @@ def write_trial(
         "plan": [step.model_dump(mode="json") for step in trial.plan],
         "seed": trial.seed,
         # Stored for anyone who can read the trial: a --pg-dsn password must not come along.
-        "command_line": pg_dsn.redact_argv(sys.argv),
+        "command_line": dsn.redact_argv(sys.argv),
         "crashcert_version": provenance.version(),
         "git_revision": provenance.git_revision(),
         # Whether the lab had a private network (harness/lab/isolation.py) or was reachable.

@@ -12,7 +12,7 @@ import pydantic
 
 from harness.contract import run_report
 from harness.faults import spec
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import ledger
 
 
@@ -107,7 +107,7 @@ class TrialHistory(pydantic.BaseModel):
 
     trial_id: str
     engine: str
-    scenario: scenario_module.Scenario
+    scenario: schema.Scenario
     plan: list[spec.FaultStep] = pydantic.Field(default_factory=list)
     seed: int = 0
     # The points the engine's description says it reports, even when this trial ran it as

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness import errors
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger, transcript
 
@@ -44,7 +44,7 @@ def find_run_key(messages: Sequence[Any]) -> str | None:
 class ModelServer(http.Service):
     def __init__(
         self,
-        scenario: scenario_module.Scenario,
+        scenario: schema.Scenario,
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,
@@ -189,10 +189,10 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def assistant_message(turn: scenario_module.Turn, run_key: str) -> dict[str, Any]:
+def assistant_message(turn: schema.Turn, run_key: str) -> dict[str, Any]:
     """The assistant message the scripted model answers for `turn` of run `run_key`."""
     if not turn.tool_calls:
-        content = scenario_module.substitute_run_key(turn.content, run_key)
+        content = schema.substitute_run_key(turn.content, run_key)
         return {"role": "assistant", "content": content}
     calls = [
         {
@@ -201,7 +201,7 @@ def assistant_message(turn: scenario_module.Turn, run_key: str) -> dict[str, Any
             "function": {
                 "name": call.name,
                 "arguments": json.dumps(
-                    scenario_module.substitute_run_key(call.arguments, run_key)
+                    schema.substitute_run_key(call.arguments, run_key)
                 ),
             },
         }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger
 
@@ -20,7 +20,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 class ReplySink(http.Service):
     def __init__(
         self,
-        spec: scenario_module.SinkSpec,
+        spec: schema.SinkSpec,
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,

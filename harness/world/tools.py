@@ -16,7 +16,7 @@ import json
 import threading
 from typing import Any
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import http, ledger
 
@@ -27,7 +27,7 @@ HUNG_STATUS = 0  # recorded for a request that never got an answer
 class ToolServices(http.Service):
     def __init__(
         self,
-        scenario: scenario_module.Scenario,
+        scenario: schema.Scenario,
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 
 TOOL_STATUSES = ("ok", "error", "outcome_unknown")
 
@@ -42,7 +42,7 @@ def text_of(content: Any) -> str | None:
 def check(
     messages: Sequence[dict[str, Any]],
     *,
-    turns: Sequence[scenario_module.Turn],
+    turns: Sequence[schema.Turn],
     run_key: str,
 ) -> list[str]:
     problems: list[str] = []
@@ -128,7 +128,7 @@ def _calls(message: dict[str, Any], index: int, problems: list[str]) -> list[tup
 def _compare(
     message: dict[str, Any],
     calls: list[tuple[str, str, str]],
-    expected: scenario_module.Turn | None,
+    expected: schema.Turn | None,
     *,
     index: int,
     turn: int,
@@ -139,7 +139,7 @@ def _compare(
         return [f"{where} has no scripted turn"]
     if not expected.tool_calls:
         content = text_of(message.get("content"))
-        wanted = scenario_module.substitute_run_key(expected.content, run_key)
+        wanted = schema.substitute_run_key(expected.content, run_key)
         problems = [f"{where} has tool calls; the script answered with content"] if calls else []
         if content != wanted:
             problems.append(f"{where} content {content!r} is not the scripted {wanted!r}")
@@ -152,7 +152,7 @@ def _compare(
     for (call_id, name, arguments), scripted in zip(calls, expected.tool_calls, strict=True):
         if name != scripted.name:
             problems.append(f"{where} tool call {call_id!r} names {name!r}, not {scripted.name!r}")
-        wanted_arguments = scenario_module.substitute_run_key(scripted.arguments, run_key)
+        wanted_arguments = schema.substitute_run_key(scripted.arguments, run_key)
         try:
             parsed = json.loads(arguments)
         except ValueError:

@@ -10,7 +10,7 @@ import concurrent.futures
 
 import pydantic
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import ledger, model, sink, tools
 
@@ -63,7 +63,7 @@ class WorldSnapshot(pydantic.BaseModel):
 
 class World:
     def __init__(
-        self, scenario: scenario_module.Scenario, *, hooks: hooks_module.WorldHooks | None = None
+        self, scenario: schema.Scenario, *, hooks: hooks_module.WorldHooks | None = None
     ) -> None:
         self.scenario = scenario
         # One hooks object shared by the services: replacing its attributes takes effect.

@@ -20,8 +20,8 @@ import yaml
 
 from harness import checkers
 from harness.campaigns import interrupt
-from harness.checkers import verdict as verdict_module
-from harness.scenario import schema as scenario
+from harness.checkers import verdict
+from harness.scenario import schema
 from tests.checkers import builders
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
@@ -33,7 +33,7 @@ SLOW_LOOKUP_MS = 30_000  # the trial is still waiting on the lookup when the sig
 
 
 def _slow_refund(directory: pathlib.Path) -> pathlib.Path:
-    data = yaml.safe_load((scenario.bundled_dir() / "refund.yaml").read_text())
+    data = yaml.safe_load((schema.bundled_dir() / "refund.yaml").read_text())
     data["tools"][0]["behaviour"]["latency_ms"] = SLOW_LOOKUP_MS
     data["deadline_s"] = 60
     data["name"] = "slow_refund"
@@ -133,6 +133,6 @@ def test_an_interrupted_trial_is_inconclusive_even_when_its_teardown_broke() -> 
         update={"interrupted": interrupt.NOTE, "harness_error": "OperationalError: gone"}
     )
     results = checkers.check_all(trial)
-    assert checkers.trial_verdict(trial, results) is verdict_module.Verdict.INCONCLUSIVE
+    assert checkers.trial_verdict(trial, results) is verdict.Verdict.INCONCLUSIVE
     broken = trial.model_copy(update={"interrupted": None})
-    assert checkers.trial_verdict(broken, results) is verdict_module.Verdict.ERROR
+    assert checkers.trial_verdict(broken, results) is verdict.Verdict.ERROR

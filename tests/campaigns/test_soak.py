@@ -7,15 +7,15 @@ import pytest
 from harness.campaigns import soak
 from harness.checkers import verdict
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario
+from harness.lab import shared
+from harness.scenario import schema
 
 pytestmark = [pytest.mark.matrix, pytest.mark.postgres, pytest.mark.toxiproxy]
 
 
 def _soak(tmp_path, **kwargs):
-    with lab_module.open_lab(commands.find("reference")) as lab:
-        return soak.run_soak(lab, scenario.find("refund"), out_dir=tmp_path, **kwargs)
+    with shared.open_lab(commands.find("reference")) as lab:
+        return soak.run_soak(lab, schema.find("refund"), out_dir=tmp_path, **kwargs)
 
 
 def test_small_soak_survives_the_storm(tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.contract import run_report
 from harness.faults import spec as fault_spec
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.trial import history as history_module
 from harness.world import ledger, model
 
@@ -38,8 +38,8 @@ def refund_scenario(
     refund_honours_key: bool = False,
     expect: str = "succeeded",
     deadline_s: float = 20.0,
-) -> scenario_module.Scenario:
-    return scenario_module.parse(
+) -> schema.Scenario:
+    return schema.parse(
         {
             "name": "refund",
             "input": {"user": "Order ord-{run} arrived broken. Please refund it."},
@@ -97,7 +97,7 @@ REMINDER = {"channel": "#standup-{run}", "text": "Stand-up starts in 5 minutes."
 POSTED = {"posted": True}
 
 
-def reminder_scenario(*, same_turn: bool = False) -> scenario_module.Scenario:
+def reminder_scenario(*, same_turn: bool = False) -> schema.Scenario:
     """scenarios/repeat_reminder.yaml in small: one reminder posted twice, equal arguments.
 
     `call_remind` in turn 0 and `call_nudge` in turn 1 (both in turn 0 with `same_turn`),
@@ -111,7 +111,7 @@ def reminder_scenario(*, same_turn: bool = False) -> scenario_module.Scenario:
         for i, calls in enumerate(tool_turns)
     ]
     turns.append({"content": "I posted the reminder twice.", "usage": {"prompt_tokens": 300}})
-    return scenario_module.parse(
+    return schema.parse(
         {
             "name": "repeat_reminder",
             "input": {"user": "Remind #standup-{run} about stand-up, then nudge them again."},
@@ -140,7 +140,7 @@ UNKNOWN: dict[str, Any] = {"status": "outcome_unknown", "note": "The action may 
 class Trial:
     """Builds a TrialHistory record by record; the high-level steps play a correct engine."""
 
-    def __init__(self, scenario: scenario_module.Scenario | None = None) -> None:
+    def __init__(self, scenario: schema.Scenario | None = None) -> None:
         self.scenario = scenario or refund_scenario()
         self.clock = 0
         self.events: list[
@@ -263,7 +263,7 @@ class Trial:
 
     def messages(self, turn: int) -> list[dict[str, Any]]:
         """The transcript of a correct engine asking for `turn`."""
-        user = scenario_module.substitute_run_key(self.scenario.input.user, RUN_KEY)
+        user = schema.substitute_run_key(self.scenario.input.user, RUN_KEY)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.scenario.input.system},
             {"role": "user", "content": f"{user}\n[crashcert-run: {RUN_KEY}]"},
@@ -277,7 +277,7 @@ class Trial:
                 )
         return messages
 
-    def assistant(self, turn: scenario_module.Turn) -> dict[str, Any]:
+    def assistant(self, turn: schema.Turn) -> dict[str, Any]:
         return model.assistant_message(turn, RUN_KEY)
 
     def model_request(
@@ -333,7 +333,7 @@ class Trial:
             key=f"key-{call_id}" if key == "default" else key,
             arguments=arguments
             if arguments is not None
-            else scenario_module.substitute_run_key(call.arguments, RUN_KEY),
+            else schema.substitute_run_key(call.arguments, RUN_KEY),
             status_code={"ok": 200, "deduplicated": 200, "effect_then_failed": 500}.get(
                 outcome, 503
             ),
@@ -371,7 +371,7 @@ class Trial:
     def delivery(
         self, *, content: str | None = None, key: str = "reply-run-1", run_id: str | None = RUN_ID
     ) -> ledger.ReplyDelivery:
-        scripted = scenario_module.substitute_run_key(self.scenario.final_reply or "", RUN_KEY)
+        scripted = schema.substitute_run_key(self.scenario.final_reply or "", RUN_KEY)
         text = scripted if content is None else content
         seq, t = self.tick()
         request = ledger.ReplyRequest(
@@ -397,7 +397,7 @@ class Trial:
         self.sink.append(query)
         return query
 
-    def scripted_call(self, call_id: str) -> scenario_module.ScriptedToolCall:
+    def scripted_call(self, call_id: str) -> schema.ScriptedToolCall:
         for turn in self.scenario.turns:
             for call in turn.tool_calls:
                 if call.id == call_id:
@@ -536,7 +536,7 @@ class Trial:
         )
 
 
-def clean_trial(scenario: scenario_module.Scenario | None = None) -> Trial:
+def clean_trial(scenario: schema.Scenario | None = None) -> Trial:
     """One worker runs the refund scenario start to end without a fault."""
     trial = Trial(scenario)
     trial.claim("w-1")

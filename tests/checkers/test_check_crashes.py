@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness import checkers
 from harness.checkers import verdict
-from harness.trial import history as history_module
+from harness.trial import history
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -29,7 +29,7 @@ def crash(trial: builders.Trial, worker: str = "w-1") -> None:
     """The harness found `worker` dead on its own and recorded its log's tail."""
     seq, t = trial.tick()
     trial.events.append(
-        history_module.WorkerEvent(
+        history.WorkerEvent(
             seq=seq,
             t=t,
             event="crashed",

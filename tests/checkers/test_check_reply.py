@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.checkers import reply, verdict
-from harness.trial import history as history_module
+from harness.trial import history
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -106,7 +106,7 @@ def test_a_paused_sender_racing_the_recovery_is_named_in_the_evidence() -> None:
 
 def held_at_reply_sending(
     action: str, *, sink_queryable: bool = False
-) -> tuple[builders.Trial, history_module.FaultApplied]:
+) -> tuple[builders.Trial, history.FaultApplied]:
     """Through reply.ready; `action` strikes the worker held at reply.sending (committed)."""
     trial = builders.Trial(builders.refund_scenario(sink_queryable=sink_queryable))
     builders.first_round(trial)

@@ -12,13 +12,12 @@ import click.testing
 import pytest
 
 from harness.checkers import verdict as verdict_module
-from harness.cli import main as cli
-from harness.cli import options as cli_options
+from harness.cli import main, options
 from harness.contract.engines import adapter, commands
 from harness.lab import postgres
 from harness.lab.postgres import admin
 from harness.lab.postgres import dsn as pg_dsn
-from harness.trial import artifacts as store
+from harness.trial import artifacts
 from tests.checkers import builders
 
 CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
@@ -56,9 +55,9 @@ def test_an_unwritable_out_fails_at_once_with_one_line(tmp_path: pathlib.Path) -
 def test_out_directories_of_the_same_second_never_collide(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_options.time, "strftime", lambda _format: "20261201-120000")
-    first = cli_options.new_out_dir(str(tmp_path))
-    second = cli_options.new_out_dir(str(tmp_path))
+    monkeypatch.setattr(options.time, "strftime", lambda _format: "20261201-120000")
+    first = options.new_out_dir(str(tmp_path))
+    second = options.new_out_dir(str(tmp_path))
     assert first != second and first.is_dir() and second.is_dir()
     assert second.name == "20261201-120000-2"
 
@@ -67,21 +66,23 @@ def test_relative_paths_become_absolute_against_the_users_directory(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli_options.new_out_dir("out").parent == tmp_path / "out"
-    assert cli_options.engine_ref("engines/e.yaml") == str(tmp_path / "engines" / "e.yaml")
-    assert cli_options.engine_ref("reference") == "reference"
-    assert cli_options.scenario_ref("mine.yaml") == str(tmp_path / "mine.yaml")
-    assert cli_options.scenario_ref("refund") == "refund"  # a bundled name stays a name
+    assert options.new_out_dir("out").parent == tmp_path / "out"
+    assert options.engine_ref("engines/e.yaml") == str(tmp_path / "engines" / "e.yaml")
+    assert options.engine_ref("reference") == "reference"
+    assert options.scenario_ref("mine.yaml") == str(tmp_path / "mine.yaml")
+    assert options.scenario_ref("refund") == "refund"  # a bundled name stays a name
 
 
 def test_analyze_reports_a_corrupt_history_and_judges_the_rest(tmp_path: pathlib.Path) -> None:
     good = tmp_path / "refund" / "good"
-    store.write_trial(good, builders.clean(), verdicts=[], verdict="PASS", repro="crashcert run")
+    artifacts.write_trial(
+        good, builders.clean(), verdicts=[], verdict="PASS", repro="crashcert run"
+    )
     bad = tmp_path / "refund" / "bad"
     bad.mkdir(parents=True)
     (bad / "history.jsonl").write_text('{"type": "header"\n')
 
-    result = click.testing.CliRunner().invoke(cli.main, ["analyze", str(tmp_path)])
+    result = click.testing.CliRunner().invoke(main.main, ["analyze", str(tmp_path)])
 
     assert result.exit_code == verdict_module.Verdict.ERROR.exit_code
     assert f"{bad}" in result.output and "unreadable" in result.output

@@ -16,8 +16,8 @@ import pytest
 from harness.campaigns import certify
 from harness.checkers import levels
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 
@@ -27,17 +27,17 @@ DUPLICATE_REFUND = "refund_order"
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.load(DESCRIPTION)) as opened:
+def lab() -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.load(DESCRIPTION)) as opened:
         yield opened
 
 
 def certify_naive(
-    lab: lab_module.Lab, mode: str, points: list[str], out: pathlib.Path
+    lab: shared.Lab, mode: str, points: list[str], out: pathlib.Path
 ) -> certify.Certification:
     return certify.certify(
         lab,
-        [("refund", scenario_module.find("refund"))],
+        [("refund", schema.find("refund"))],
         out_dir=out,
         engine_ref=str(DESCRIPTION),
         mode=mode,
@@ -62,14 +62,14 @@ def test_description_follows_the_contract() -> None:
     assert engine.boundaries and "tool.returned" in engine.boundaries
 
 
-def test_naive_engine_at_its_boundaries(lab: lab_module.Lab, tmp_path: pathlib.Path) -> None:
+def test_naive_engine_at_its_boundaries(lab: shared.Lab, tmp_path: pathlib.Path) -> None:
     cert = certify_naive(lab, "boundary", ["tool.returned"], tmp_path)
     assert cert.modes == ["boundary"]
     assert {t.fault_class for t in cert.trials} == {"baseline", "kill@boundary"}
     assert_at_least_once_with_duplicate_refund(cert)
 
 
-def test_naive_engine_as_a_black_box(lab: lab_module.Lab, tmp_path: pathlib.Path) -> None:
+def test_naive_engine_as_a_black_box(lab: shared.Lab, tmp_path: pathlib.Path) -> None:
     cert = certify_naive(lab, "blackbox", ["world:tool.effect"], tmp_path)
     assert cert.modes == ["blackbox"]
     assert {t.fault_class for t in cert.trials} == {"baseline", "kill@world"}

@@ -20,8 +20,8 @@ import pytest
 from harness.campaigns import certify
 from harness.checkers import levels
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 
@@ -44,10 +44,10 @@ CONTRACT_BOUNDARIES = [*STARRED, "run.claimed", "model.returned", "tool.returned
 
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[certify.Certification]:
-    with lab_module.open_lab(commands.load(DESCRIPTION)) as lab:
+    with shared.open_lab(commands.load(DESCRIPTION)) as lab:
         yield certify.certify(
             lab,
-            [(name, scenario_module.find(name)) for name in SCENARIOS],
+            [(name, schema.find(name)) for name in SCENARIOS],
             out_dir=tmp_path_factory.mktemp("contract_engine"),
             engine_ref=str(DESCRIPTION),
             faults=["kill"],

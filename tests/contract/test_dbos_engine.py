@@ -17,8 +17,8 @@ pytest.importorskip("dbos", reason="DBOS Transact not installed (pip install 'cr
 
 from harness.campaigns import certify
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
 
@@ -30,10 +30,10 @@ def certified(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[certify.Certification]:
     description = HERE / f"{request.param}.yaml"
-    with lab_module.open_lab(commands.load(description)) as lab:
+    with shared.open_lab(commands.load(description)) as lab:
         yield certify.certify(
             lab,
-            [("refund", scenario_module.find("refund"))],
+            [("refund", schema.find("refund"))],
             out_dir=tmp_path_factory.mktemp(request.param),
             engine_ref=str(description),
             points=["world:tool.effect"],

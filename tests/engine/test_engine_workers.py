@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from harness.contract import run_report
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import world as world_module
 from reference_engine import commands, inputs, transitions
@@ -22,7 +22,7 @@ from tests import fix_engine, fix_world
 
 pytestmark = pytest.mark.postgres
 
-TERMINAL = scenario_module.TERMINAL_STATUSES
+TERMINAL = schema.TERMINAL_STATUSES
 DEADLINE_S = 30
 
 ONE_TURN: dict[str, Any] = {
@@ -33,7 +33,7 @@ ONE_TURN: dict[str, Any] = {
 
 
 def refund(**tool_overrides: Any) -> dict[str, Any]:
-    data = scenario_module.find("refund").model_dump(mode="json")
+    data = schema.find("refund").model_dump(mode="json")
     for tool in data["tools"]:
         if tool["name"] == "refund_order":
             tool.update(tool_overrides)
@@ -90,7 +90,7 @@ def test_refund_succeeds_with_exactly_the_scripted_calls(
     assert len(snap.tool_effects("refund_order")) == 1
     assert len(snap.deliveries()) == 1
     run_key = engine.export(run_id)["runs"][0]["run_key"]
-    expected = scenario_module.substitute_run_key(world.scenario.final_reply, run_key)
+    expected = schema.substitute_run_key(world.scenario.final_reply, run_key)
     assert snap.deliveries()[0].content == expected
     no_problems(world)
     assert [c.state for c in final.model_calls] == ["recorded"] * 3
@@ -299,7 +299,7 @@ def test_iteration_budget_exhaustion(
 def test_token_budget_exhaustion_bills_the_recorded_usage(
     engine: fix_engine.Engine, make_world: fix_world.MakeWorld
 ) -> None:
-    world = make_world(scenario_module.find("token_budget"))
+    world = make_world(schema.find("token_budget"))
     run_id = engine.submit(fix_engine.run_input(world))
     engine.start_worker(world)
     final = wait_status(engine, run_id)

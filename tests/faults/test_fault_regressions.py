@@ -12,9 +12,9 @@ import pytest
 
 from harness.checkers import verdict
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario
-from harness.trial import runner as trial
+from harness.lab import shared
+from harness.scenario import schema
+from harness.trial import runner
 
 pytestmark = [pytest.mark.matrix, pytest.mark.postgres, pytest.mark.toxiproxy]
 
@@ -41,19 +41,19 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference")) as opened:
+def lab() -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference")) as opened:
         yield opened
 
 
-def run(lab: lab_module.Lab, out: pathlib.Path, name: str, faults: list[str]) -> trial.TrialOutcome:
-    spec = trial.TrialSpec.under(scenario.find(name), faults, scenario_ref=name)
-    return trial.run_trial(lab, spec, out_dir=out)
+def run(lab: shared.Lab, out: pathlib.Path, name: str, faults: list[str]) -> runner.TrialOutcome:
+    spec = runner.TrialSpec.under(schema.find(name), faults, scenario_ref=name)
+    return runner.run_trial(lab, spec, out_dir=out)
 
 
 @pytest.mark.parametrize("name,faults", CASES, ids=[f"{n}:{'+'.join(f)}" for n, f in CASES])
 def test_reference_engine_passes(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
+    lab: shared.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
 ) -> None:
     outcome = run(lab, tmp_path, name, faults)
     assert outcome.verdict is verdict.Verdict.PASS, "\n".join(
@@ -66,7 +66,7 @@ def test_reference_engine_passes(
     "action,fate", [("commit_lost", "committed"), ("commit_dropped", "aborted")]
 )
 def test_a_lost_commit_fault_strikes_the_commit_itself(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, action: str, fate: str
+    lab: shared.Lab, tmp_path: pathlib.Path, action: str, fate: str
 ) -> None:
     """commit_lost: Postgres commits, the engine never hears it; commit_dropped: the COMMIT
     never arrives. The heal reads which by xid, and the engine survives both."""
@@ -83,7 +83,7 @@ def test_a_lost_commit_fault_strikes_the_commit_itself(
 
 
 def test_a_cut_heals_when_a_later_point_is_reported(
-    lab: lab_module.Lab, tmp_path: pathlib.Path
+    lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     """`heal_at`: the database stays cut for the first worker until its successor has
     settled the lookup, then heals while that worker waits at the point."""

@@ -6,23 +6,22 @@ import pytest
 
 from harness import errors
 from harness.contract import boundaries
-from harness.faults import plan
-from harness.faults import spec as fault_spec
+from harness.faults import plan, spec
 
 
 def test_parse_fault():
-    step = fault_spec.parse("kill@tool.started:before_commit#2")
+    step = spec.parse("kill@tool.started:before_commit#2")
     assert (step.action, step.point, step.occurrence) == ("kill", "tool.started:before_commit", 2)
-    assert fault_spec.parse("kill@run.claimed").occurrence == 1
+    assert spec.parse("kill@run.claimed").occurrence == 1
     assert step.label() == "kill@tool.started:before_commit#2"
 
 
 def test_a_heal_point_rides_on_the_step_and_its_label():
     text = "db_cut@tools.pending#1?heal_at=tool.settled:before_commit#2"
-    step = fault_spec.parse(text)
+    step = spec.parse(text)
     assert step.params == {"heal_at": "tool.settled:before_commit#2"}
     assert step.label() == text
-    assert fault_spec.parse(step.label()) == step
+    assert spec.parse(step.label()) == step
     assert boundaries.parse_ref(step.params["heal_at"]) == ("tool.settled:before_commit", 2)
     assert boundaries.parse_ref("reply.ready") == ("reply.ready", 1)
 
@@ -43,7 +42,7 @@ def test_a_heal_point_rides_on_the_step_and_its_label():
 )
 def test_parse_fault_rejects_bad_input_clearly(text, problem):
     with pytest.raises(errors.CrashcertError, match=problem):
-        fault_spec.parse(text)
+        spec.parse(text)
 
 
 TRACE = [

@@ -9,7 +9,7 @@ import pytest
 
 from harness import errors
 from harness.checkers import facts
-from harness.cli import main as cli_main
+from harness.cli import main
 from harness.contract import boundaries
 from harness.faults import plan, spec
 
@@ -73,5 +73,5 @@ def test_the_checkers_read_the_catalog() -> None:
 
 def test_the_cli_help_names_the_catalog_classes() -> None:
     runner = click.testing.CliRunner()
-    shown = runner.invoke(cli_main.main, ["matrix", "--help"], terminal_width=200).output
+    shown = runner.invoke(main.main, ["matrix", "--help"], terminal_width=200).output
     assert ", ".join(spec.MATRIX) in " ".join(shown.split())

@@ -22,14 +22,11 @@ from psycopg import conninfo
 from harness.checkers import verdict as verdict_module
 from harness.contract.engines import commands
 from harness.faults import spec as fault_spec
-from harness.lab import postgres
-from harness.lab import shared as lab_module
+from harness.lab import postgres, shared
 from harness.lab.postgres import binaries, embedded
 from harness.lab.postgres import dsn as pg_dsn
-from harness.scenario import schema as scenario_module
-from harness.trial import artifacts as store
-from harness.trial import history
-from harness.trial import runner as trial_module
+from harness.scenario import schema
+from harness.trial import artifacts, history, runner
 
 OTHER_USER = "nobody"
 PSQL_TIMEOUT_S = 30
@@ -151,12 +148,12 @@ def test_meta_json_command_line_has_no_password(
     trial = history.TrialHistory(
         trial_id="t1",
         engine="reference",
-        scenario=scenario_module.parse(
+        scenario=schema.parse(
             {"name": "tiny", "input": {"user": "hi"}, "turns": [{"content": "hello"}]}
         ),
         run_key="tiny-t1",
     )
-    store.write_trial(tmp_path, trial, verdicts=[], verdict="PASS", repro="crashcert run x")
+    artifacts.write_trial(tmp_path, trial, verdicts=[], verdict="PASS", repro="crashcert run x")
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert SECRET not in json.dumps(meta)
     assert meta["command_line"][:3] == ["crashcert", "run", "--pg-dsn"]
@@ -167,15 +164,15 @@ def test_meta_json_command_line_has_no_password(
 
 
 @pytest.fixture(scope="module")
-def lab(pg_server: postgres.Server) -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference"), pg_dsn=pg_server.dsn) as opened:
+def lab(pg_server: postgres.Server) -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference"), pg_dsn=pg_server.dsn) as opened:
         yield opened
 
 
 @pytest.mark.postgres
 def test_no_file_of_a_trial_holds_the_database_password(
     pg_server: postgres.Server,
-    lab: lab_module.Lab,
+    lab: shared.Lab,
     tmp_path: pathlib.Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -186,12 +183,12 @@ def test_no_file_of_a_trial_holds_the_database_password(
     assert password, "the embedded cluster's DSN carries no password"
     # As `crashcert run --pg-dsn DSN` would be started: the password is on the command line.
     monkeypatch.setattr(sys, "argv", ["crashcert", "run", "--pg-dsn", lab.pg.dsn])
-    spec = trial_module.TrialSpec(
-        scenario=scenario_module.find("refund"),
+    spec = runner.TrialSpec(
+        scenario=schema.find("refund"),
         plan=[fault_spec.FaultStep(action="kill", point="tool.started", occurrence=2)],
         label="kill@tool.started#2",
     )
-    outcome = trial_module.run_trial(lab, spec, out_dir=tmp_path)
+    outcome = runner.run_trial(lab, spec, out_dir=tmp_path)
     assert outcome.verdict is verdict_module.Verdict.PASS, outcome.failing
     files = [path for path in tmp_path.rglob("*") if path.is_file()]
     names = {path.name for path in files}

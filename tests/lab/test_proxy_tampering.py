@@ -15,10 +15,9 @@ import pytest
 
 from harness.checkers import liveness, verdict
 from harness.contract.engines import commands
-from harness.lab import proxy, proxy_audit
-from harness.lab import shared as lab_module
+from harness.lab import proxy, proxy_audit, shared
 from harness.lab.postgres import dsn as pg_dsn
-from harness.scenario import schema as scenario
+from harness.scenario import schema
 from harness.trial import runner as trial
 from tests import fix_proxy
 
@@ -29,19 +28,19 @@ CUT = "db_cut@tools.pending#1"
 
 
 @pytest.fixture(scope="module")
-def lab(toxiproxy_binary: pathlib.Path) -> Iterator[lab_module.Lab]:
+def lab(toxiproxy_binary: pathlib.Path) -> Iterator[shared.Lab]:
     # Its close audits the server too: a test that leaves tampering behind errors there.
-    with lab_module.open_lab(commands.find("reference"), require_toxiproxy=True) as opened:
+    with shared.open_lab(commands.find("reference"), require_toxiproxy=True) as opened:
         yield opened
 
 
-def _toxiproxy(lab: lab_module.Lab) -> proxy.Toxiproxy:
+def _toxiproxy(lab: shared.Lab) -> proxy.Toxiproxy:
     assert lab.toxiproxy is not None
     return lab.toxiproxy  # type: ignore[no-any-return]
 
 
-def _run(lab: lab_module.Lab, out: pathlib.Path, name: str, faults: list[str]) -> Any:
-    spec = trial.TrialSpec.under(scenario.find(name), faults, scenario_ref=name)
+def _run(lab: shared.Lab, out: pathlib.Path, name: str, faults: list[str]) -> Any:
+    spec = trial.TrialSpec.under(schema.find(name), faults, scenario_ref=name)
     return trial.run_trial(lab, spec, out_dir=out)
 
 
@@ -62,7 +61,7 @@ def _while_the_run_is_in_flight(
 
 
 def test_a_proxy_another_user_adds_during_a_trial_makes_it_an_error(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    lab: shared.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = _toxiproxy(lab)
     name = f"intruder-{uuid.uuid4().hex[:6]}"
@@ -93,7 +92,7 @@ def test_a_proxy_another_user_adds_during_a_trial_makes_it_an_error(
 
 
 def test_own_proxies_another_user_disables_or_deletes_make_the_trial_an_error(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    lab: shared.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = _toxiproxy(lab)
     names: list[str] = []
@@ -115,7 +114,7 @@ def test_own_proxies_another_user_disables_or_deletes_make_the_trial_an_error(
 
 
 def test_concurrent_trials_with_healed_db_cuts_pass_the_audit(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    lab: shared.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two trials at once (as --jobs 2) plus a third trial's proxy alive throughout: every
     audit runs, sees the others' proxies and flags none."""

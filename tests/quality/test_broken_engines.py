@@ -20,12 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.lab import shared as lab_module
-from harness.faults import plan as plan_module
-from harness.scenario import schema as scenario_module
-from harness.trial import runner as trial_module
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.contract.engines import commands
+from harness.faults import plan as plan_module
+from harness.lab import shared
+from harness.scenario import schema
+from harness.trial import runner
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 
@@ -131,20 +131,20 @@ CASES = (
 
 
 @pytest.fixture(scope="module")
-def base_lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference")) as lab:
+def base_lab() -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference")) as lab:
         yield lab
 
 
-def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.Lab:
+def lab_for(base: shared.Lab, engine: commands.CommandEngine) -> shared.Lab:
     """The shared Postgres, Toxiproxy and template, driving another engine's workers."""
     return base.with_engine(engine)
 
 
-def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> trial_module.TrialSpec:
+def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> runner.TrialSpec:
     plan = [plan_module.parse_fault(fault) for fault in case.faults] if faults else []
-    return trial_module.TrialSpec(
-        scenario=scenario_module.find(case.scenario),
+    return runner.TrialSpec(
+        scenario=schema.find(case.scenario),
         plan=plan,
         label=case.label if faults else "baseline",
         # Without faults nothing needs a standby worker; one process less to start matters,
@@ -155,11 +155,11 @@ def spec_for(case: Case, *, engine_ref: str, faults: bool = True) -> trial_modul
     )
 
 
-Trials = dict[tuple[str, str], concurrent.futures.Future[trial_module.TrialOutcome]]
+Trials = dict[tuple[str, str], concurrent.futures.Future[runner.TrialOutcome]]
 
 
 @pytest.fixture(scope="module")
-def trials(base_lab: lab_module.Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trials]:
+def trials(base_lab: shared.Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trials]:
     """Every trial of the module, started at once `JOBS` at a time; a test waits for its own.
 
     Per case: the broken engine under the targeted faults, the reference engine under the
@@ -179,7 +179,7 @@ def trials(base_lab: lab_module.Lab, tmp_path_factory: pytest.TempPathFactory) -
         for kind, (lab, spec) in jobs.items():
             directory = out / kind / case.engine
             futures[(case.engine, kind)] = pool.submit(
-                trial_module.run_trial, lab, spec, out_dir=directory
+                runner.run_trial, lab, spec, out_dir=directory
             )
     try:
         yield futures
@@ -187,7 +187,7 @@ def trials(base_lab: lab_module.Lab, tmp_path_factory: pytest.TempPathFactory) -
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def explain(outcome: trial_module.TrialOutcome) -> str:
+def explain(outcome: runner.TrialOutcome) -> str:
     """Every non-passing result with its evidence, the trial directory and the rerun."""
     lines = [f"verdict {outcome.verdict.value}"]
     for result in outcome.failing:
@@ -200,7 +200,7 @@ def explain(outcome: trial_module.TrialOutcome) -> str:
     return "\n".join(lines)
 
 
-def by_invariant(outcome: trial_module.TrialOutcome) -> dict[str, verdict_module.CheckResult]:
+def by_invariant(outcome: runner.TrialOutcome) -> dict[str, verdict.CheckResult]:
     return {result.invariant: result for result in outcome.results}
 
 
@@ -212,21 +212,21 @@ def test_broken_engine_is_caught(trials: Trials, case: Case) -> None:
     outcome = trials[(case.engine, BROKEN)].result()
     results = by_invariant(outcome)
     # A fault that never struck proves nothing about the engine.
-    assert results[PLAN_APPLIED].verdict is verdict_module.Verdict.PASS, explain(outcome)
+    assert results[PLAN_APPLIED].verdict is verdict.Verdict.PASS, explain(outcome)
     missed = [
         invariant
         for invariant in case.catches
-        if results[invariant].verdict is not verdict_module.Verdict.FAIL
+        if results[invariant].verdict is not verdict.Verdict.FAIL
     ]
     assert not missed, f"{case.engine}: {missed} not FAIL\n{explain(outcome)}"
     assert case.says in results[case.catches[0]].summary, explain(outcome)
-    assert outcome.verdict is verdict_module.Verdict.FAIL, explain(outcome)
+    assert outcome.verdict is verdict.Verdict.FAIL, explain(outcome)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_reference_engine_passes(trials: Trials, case: Case) -> None:
     outcome = trials[(case.engine, REFERENCE)].result()
-    assert outcome.verdict is verdict_module.Verdict.PASS, explain(outcome)
+    assert outcome.verdict is verdict.Verdict.PASS, explain(outcome)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -234,4 +234,4 @@ def test_broken_engine_passes_without_faults(trials: Trials, case: Case) -> None
     """The bug is latent: only the fault exposes it (so the test proves the harness's
     fault, not a bug any clean run shows)."""
     outcome = trials[(case.engine, CLEAN)].result()
-    assert outcome.verdict is verdict_module.Verdict.PASS, explain(outcome)
+    assert outcome.verdict is verdict.Verdict.PASS, explain(outcome)

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.trial import runner as trial_module
+from harness.lab import shared
+from harness.trial import runner
 from tests.quality import test_broken_engines as broken
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
@@ -78,7 +78,7 @@ INCIDENT_IDS = [case.engine for case in INCIDENTS]
 @pytest.fixture(scope="module")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
     out = tmp_path_factory.mktemp("guarantees")
-    with lab_module.open_lab(commands.find("reference")) as base:
+    with shared.open_lab(commands.find("reference")) as base:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS)
         futures: broken.Trials = {}
         for case in CASES:
@@ -93,7 +93,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             }
             for kind, (lab, spec) in jobs.items():
                 futures[(case.engine, kind)] = pool.submit(
-                    trial_module.run_trial, lab, spec, out_dir=out / kind / case.engine
+                    runner.run_trial, lab, spec, out_dir=out / kind / case.engine
                 )
         for case in INCIDENTS:
             engine = broken.lab_for(base, commands.load(case.description))
@@ -105,7 +105,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             }
             for kind, (lab, spec) in jobs.items():
                 futures[(case.engine, kind)] = pool.submit(
-                    trial_module.run_trial, lab, spec, out_dir=out / kind / case.engine
+                    runner.run_trial, lab, spec, out_dir=out / kind / case.engine
                 )
         try:
             yield futures
@@ -120,27 +120,27 @@ def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: bro
     missed = [
         invariant
         for invariant in case.catches
-        if results[invariant].verdict is not verdict_module.Verdict.FAIL
+        if results[invariant].verdict is not verdict.Verdict.FAIL
     ]
     assert not missed, f"{case.engine}: {missed} not FAIL\n{broken.explain(outcome)}"
     assert case.says in results[case.catches[0]].summary, broken.explain(outcome)
-    assert outcome.verdict is verdict_module.Verdict.FAIL, broken.explain(outcome)
+    assert outcome.verdict is verdict.Verdict.FAIL, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_reference_engine_passes(trials: broken.Trials, case: broken.Case) -> None:
     outcome = trials[(case.engine, broken.REFERENCE)].result()
-    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> None:
     outcome = trials[(case.engine, broken.BROKEN)].result()
     results = broken.by_invariant(outcome)
-    assert results[broken.PLAN_APPLIED].verdict is verdict_module.Verdict.PASS, broken.explain(
+    assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(
         outcome
     )
-    missed = [i for i in case.catches if results[i].verdict is not verdict_module.Verdict.FAIL]
+    missed = [i for i in case.catches if results[i].verdict is not verdict.Verdict.FAIL]
     assert not missed, f"{case.engine}: {missed} not FAIL\n{broken.explain(outcome)}"
     assert case.says in results[case.catches[0]].summary, broken.explain(outcome)
 
@@ -148,10 +148,10 @@ def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_reference_engine_passes_the_incident(trials: broken.Trials, case: broken.Case) -> None:
     outcome = trials[(case.engine, broken.REFERENCE)].result()
-    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_passes_without_the_fault(trials: broken.Trials, case: broken.Case) -> None:
     outcome = trials[(case.engine, broken.CLEAN)].result()
-    assert outcome.verdict is verdict_module.Verdict.PASS, broken.explain(outcome)
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)

@@ -13,8 +13,7 @@ from harness.faults import plan
 from harness.faults import spec as fault_spec
 from harness.report import summary, timeline
 from harness.scenario import schema as scenario
-from harness.trial import history
-from harness.trial import runner as trial
+from harness.trial import history, runner
 from tests.report.timeline import chromium
 
 REFUND = scenario.find("refund")
@@ -34,14 +33,14 @@ EXPECTED = {
 }
 
 
-def outcome(index: int, fault: str | None, result: verdict.Verdict) -> trial.TrialOutcome:
+def outcome(index: int, fault: str | None, result: verdict.Verdict) -> runner.TrialOutcome:
     steps = [fault_spec.parse(fault)] if fault else []
     label = plan.plan_label(steps) or "baseline"
-    spec = trial.TrialSpec(scenario=REFUND, plan=steps, label=label)
+    spec = runner.TrialSpec(scenario=REFUND, plan=steps, label=label)
     recorded = history.TrialHistory(
         trial_id=f"t-{index}", engine="e", scenario=REFUND, run_key="k", plan=steps
     )
-    return trial.TrialOutcome(
+    return runner.TrialOutcome(
         spec=spec,
         history=recorded,
         results=[],
@@ -51,7 +50,7 @@ def outcome(index: int, fault: str | None, result: verdict.Verdict) -> trial.Tri
     )
 
 
-def outcomes() -> list[trial.TrialOutcome]:
+def outcomes() -> list[runner.TrialOutcome]:
     return [outcome(i, fault, result) for i, (fault, result) in enumerate(TRIALS)]
 
 

@@ -10,18 +10,17 @@ import rich.console
 from harness.checkers import verdict
 from harness.faults import plan
 from harness.faults import spec as fault_spec
-from harness.report import summary as report
+from harness.report import summary
 from harness.scenario import schema as scenario
-from harness.trial import history
-from harness.trial import runner as trial
+from harness.trial import history, runner
 
 REFUND = scenario.find("refund")
 
 
-def outcome(fault: str | None, result: verdict.Verdict) -> trial.TrialOutcome:
+def outcome(fault: str | None, result: verdict.Verdict) -> runner.TrialOutcome:
     steps = [fault_spec.parse(fault)] if fault else []
-    spec = trial.TrialSpec(scenario=REFUND, plan=steps, label=plan.plan_label(steps) or "baseline")
-    return trial.TrialOutcome(
+    spec = runner.TrialSpec(scenario=REFUND, plan=steps, label=plan.plan_label(steps) or "baseline")
+    return runner.TrialOutcome(
         spec=spec,
         history=history.TrialHistory(trial_id="t", engine="e", scenario=REFUND, run_key="k"),
         results=[],
@@ -31,9 +30,9 @@ def outcome(fault: str | None, result: verdict.Verdict) -> trial.TrialOutcome:
     )
 
 
-def table(outcomes: list[trial.TrialOutcome]) -> list[str]:
+def table(outcomes: list[runner.TrialOutcome]) -> list[str]:
     console = rich.console.Console(file=io.StringIO(), width=200)
-    report.print_summary(outcomes, console=console)
+    summary.print_summary(outcomes, console=console)
     return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
 
 

@@ -15,11 +15,10 @@ import pytest
 
 from harness import errors
 from harness.campaigns import soak
-from harness.cli import main as cli
+from harness.cli import main
 from harness.contract.engines import commands
 from harness.faults import spec
-from harness.scenario import schema as scenario
-from harness.scenario import validation
+from harness.scenario import schema, validation
 
 # A valid scenario with every number on its own line, so one replace makes it bad.
 SCENARIO = """\
@@ -81,7 +80,7 @@ def _write(tmp_path: pathlib.Path, text: str | bytes, name: str = "s.yaml") -> p
 
 def _refused(path: pathlib.Path) -> str:
     with pytest.raises(errors.CrashcertError) as raised:
-        scenario.load(path)
+        schema.load(path)
     message = str(raised.value)
     assert str(path) in message and "\n" not in message, message
     return message
@@ -91,13 +90,13 @@ def _entry(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     """`crashcert ARGS` as the console script runs it: exit code and everything printed."""
     monkeypatch.setattr(sys, "argv", ["crashcert", *args])
     with pytest.raises(SystemExit) as exited:
-        cli.entry()
+        main.entry()
     printed = capsys.readouterr()
     return int(exited.value.code or 0), printed.out + printed.err
 
 
 def test_the_template_is_valid(tmp_path):
-    loaded = scenario.load(_write(tmp_path, SCENARIO))
+    loaded = schema.load(_write(tmp_path, SCENARIO))
     assert loaded.deadline_s == 20 and loaded.turns[0].usage.prompt_tokens == 300
 
 
@@ -136,7 +135,7 @@ def test_validate_refuses_billion_laughs_in_one_line(tmp_path, monkeypatch, caps
 def test_a_device_is_refused_without_reading_it(device):
     path = pathlib.Path(device)
     with pytest.raises(errors.CrashcertError) as raised:
-        scenario.load(path)
+        schema.load(path)
     assert (
         str(raised.value)
         == f"{device}: cannot read scenario: it is a character device, not a regular file"
@@ -442,5 +441,5 @@ class _NoLab:
 )
 def test_a_soak_that_would_test_nothing_is_refused(tmp_path, options, problem):
     with pytest.raises(errors.CrashcertError) as raised:
-        soak.run_soak(_NoLab(), scenario.find("refund"), out_dir=tmp_path, **options)  # type: ignore[arg-type]
+        soak.run_soak(_NoLab(), schema.find("refund"), out_dir=tmp_path, **options)  # type: ignore[arg-type]
     assert problem in str(raised.value)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from harness.scenario import catalog
-from harness.scenario import schema as scenario_module
+from harness.scenario import catalog, schema
 
 
 def test_every_bundled_scenario_is_listed_once_under_its_group() -> None:
-    bundled = scenario_module.load_all()
+    bundled = schema.load_all()
     lines = catalog.lines(bundled)
     listed = [line.split()[0] for line in lines if line.startswith("  ")]
     assert sorted(listed) == sorted(item.name for item in bundled)
@@ -25,7 +24,7 @@ def test_every_bundled_scenario_is_listed_once_under_its_group() -> None:
 
 
 def test_guarantees_and_incidents_say_why_they_exist() -> None:
-    for item in scenario_module.load_all():
+    for item in schema.load_all():
         if item.group != "agent_task":
             assert item.note, f"{item.name} has no note"
             assert catalog.first_sentence(item.note) in "\n".join(catalog.lines([item]))

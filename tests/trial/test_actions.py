@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from harness import errors
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.contract import run_report
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.trial import actions, history, recorder
 
 RUN_ID = "run-1"
 
 
-def scenario(*action_list: dict[str, Any]) -> scenario_module.Scenario:
-    return scenario_module.parse(
+def scenario(*action_list: dict[str, Any]) -> schema.Scenario:
+    return schema.parse(
         {
             "name": "acts",
             "input": {"user": "Go."},
@@ -69,13 +69,13 @@ class FakeEngine:
 
 
 def actor(
-    engine: FakeEngine, item: scenario_module.Scenario
+    engine: FakeEngine, item: schema.Scenario
 ) -> tuple[actions.Actor, recorder.Recorder]:
     rec = recorder.Recorder()
     return actions.Actor(engine, "dsn", RUN_ID, item, rec), rec
 
 
-def trial_of(item: scenario_module.Scenario, rec: recorder.Recorder) -> history.TrialHistory:
+def trial_of(item: schema.Scenario, rec: recorder.Recorder) -> history.TrialHistory:
     return history.TrialHistory(
         trial_id="t", engine="e", scenario=item, run_key="rk", events=rec.events()
     )
@@ -94,7 +94,7 @@ def test_approve_waits_for_the_call_to_await_approval() -> None:
     [taken] = rec.events()
     assert isinstance(taken, history.ActionTaken) and taken.ok
     assert 0 < taken.requested_seq < taken.seq
-    assert actions.result(trial_of(item, rec)).verdict is verdict_module.Verdict.PASS
+    assert actions.result(trial_of(item, rec)).verdict is verdict.Verdict.PASS
 
 
 def test_cancel_fires_once_its_boundary_was_reported() -> None:
@@ -127,7 +127,7 @@ def test_an_engine_without_the_command_makes_the_trial_inconclusive() -> None:
     act.step()
     act.close()
     result = actions.result(trial_of(item, rec))
-    assert result.verdict is verdict_module.Verdict.INCONCLUSIVE
+    assert result.verdict is verdict.Verdict.INCONCLUSIVE
     assert "no approve command" in " ".join(result.evidence)
 
 
@@ -137,7 +137,7 @@ def test_an_action_whose_point_never_came_is_not_applied() -> None:
     act.step()
     act.close()
     result = actions.result(trial_of(item, rec))
-    assert result.verdict is verdict_module.Verdict.INCONCLUSIVE
+    assert result.verdict is verdict.Verdict.INCONCLUSIVE
     assert "never came" in " ".join(result.evidence)
 
 

@@ -9,8 +9,7 @@ import pytest
 from harness import errors
 from harness.faults import spec
 from harness.scenario import schema as scenario
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.trial import artifacts, history
 from harness.world import ledger
 
 SCENARIO = scenario.parse(
@@ -54,24 +53,24 @@ def _history() -> history.TrialHistory:
 
 def test_history_round_trip(tmp_path):
     original = _history()
-    store.write_trial(tmp_path, original, verdicts=[], verdict="PASS", repro="crashcert run x")
-    again = store.read_history(tmp_path / "history.jsonl")
+    artifacts.write_trial(tmp_path, original, verdicts=[], verdict="PASS", repro="crashcert run x")
+    again = artifacts.read_history(tmp_path / "history.jsonl")
     assert again == original
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["plan"][0]["point"] == "reply.ready"
     assert (tmp_path / "repro.txt").read_text().strip() == "crashcert run x"
-    assert store.find_trials(tmp_path) == [tmp_path]
+    assert artifacts.find_trials(tmp_path) == [tmp_path]
 
 
 def test_corrupt_history_names_the_line(tmp_path):
     (tmp_path / "history.jsonl").write_text('{"type": "header"}\nnot json\n')
     with pytest.raises(errors.CrashcertError, match=r"history.jsonl:2"):
-        store.read_history(tmp_path / "history.jsonl")
+        artifacts.read_history(tmp_path / "history.jsonl")
 
 
 def test_find_trials_without_any_is_an_error(tmp_path):
     with pytest.raises(errors.CrashcertError, match="no trial directory"):
-        store.find_trials(tmp_path)
+        artifacts.find_trials(tmp_path)
 
 
 def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
@@ -99,8 +98,8 @@ def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
             "engine_tables": {},
         }
     )
-    store.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
-    results, _ = trial_module.judge(store.read_history(tmp_path / "history.jsonl"))
+    artifacts.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
+    results, _ = trial_module.judge(artifacts.read_history(tmp_path / "history.jsonl"))
     by_id = {result.invariant: result for result in results}
     assert by_id["plan.applied"].verdict is verdict.Verdict.PASS
     # no engine hit: handovers are invisible, so fencing cannot PASS on a black box

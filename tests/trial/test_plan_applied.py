@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from harness.checkers import verdict
 from harness.faults import spec
-from harness.trial import history
-from harness.trial import runner as trial_module
+from harness.trial import history, runner
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -30,7 +29,7 @@ def record(step: spec.FaultStep, *, ok: bool = True, note: str = "") -> history.
 
 
 def applied(trial: history.TrialHistory) -> verdict.CheckResult:
-    (result,) = [r for r in trial_module.judge(trial)[0] if r.invariant == "plan.applied"]
+    (result,) = [r for r in runner.judge(trial)[0] if r.invariant == "plan.applied"]
     return result
 
 

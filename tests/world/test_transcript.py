@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import transcript
 
-SCENARIO = scenario_module.parse(
+SCENARIO = schema.parse(
     {
         "name": "transcript",
         "input": {"user": "go"},

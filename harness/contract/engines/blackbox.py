@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.contract import boundaries, run_report
-from harness.contract.engines import adapter as adapter_module
+from harness.contract.engines import adapter
 from harness.faults import spec
 
 
 class BlackBoxEngine:
     """An engine adapter seen as a black box: the same engine, no control channel."""
 
-    def __init__(self, engine: adapter_module.EngineAdapter) -> None:
+    def __init__(self, engine: adapter.EngineAdapter) -> None:
         self._engine = engine
         self.name = engine.name
         self.boundaries: tuple[str, ...] = ()
@@ -49,13 +49,13 @@ class BlackBoxEngine:
         return self._engine.export(dsn, run_id)
 
 
-def declared_boundaries(engine: adapter_module.EngineAdapter) -> tuple[str, ...]:
+def declared_boundaries(engine: adapter.EngineAdapter) -> tuple[str, ...]:
     """The points the engine's description declares, also when it runs as a black box."""
     if isinstance(engine, BlackBoxEngine):
         return engine.declared_boundaries
     return engine.boundaries
 
 
-def wanted(engine: adapter_module.EngineAdapter, plan: list[spec.FaultStep]) -> bool:
+def wanted(engine: adapter.EngineAdapter, plan: list[spec.FaultStep]) -> bool:
     """World triggers are installed for black-box engines and for plans with black-box points."""
     return not engine.boundaries or any(boundaries.is_blackbox_point(s.point) for s in plan)

@@ -23,7 +23,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.contract.engines import adapter as adapter_module
+from harness.contract.engines import adapter
 from harness.scenario import validation
 
 COMMAND_TIMEOUT_S = 60.0
@@ -110,7 +110,7 @@ class CommandEngine:
         return [part.format(**values) for part in template]
 
     def _env(self, dsn: str) -> dict[str, str]:
-        env = adapter_module.inherited_environment()
+        env = adapter.inherited_environment()
         env.update(self.description.env)
         env["DATABASE_URL"] = dsn
         return env

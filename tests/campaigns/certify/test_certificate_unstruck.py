@@ -11,18 +11,17 @@ from harness.campaigns import certify
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.faults import spec as fault_spec
-from harness.trial import history
-from harness.trial import runner as trial_module
+from harness.trial import history, runner
 from tests.checkers import builders
 
 Verdict = verdict_module.Verdict
 KILL = fault_spec.FaultStep(action="kill", point="tool.returned", occurrence=1)
 
 
-def _outcome(trial: history.TrialHistory) -> trial_module.TrialOutcome:
-    results, verdict = trial_module.judge(trial)
-    spec = trial_module.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
-    return trial_module.TrialOutcome(
+def _outcome(trial: history.TrialHistory) -> runner.TrialOutcome:
+    results, verdict = runner.judge(trial)
+    spec = runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
+    return runner.TrialOutcome(
         spec=spec, history=trial, results=results, verdict=verdict,
         directory=pathlib.Path("/nonexistent"), repro="crashcert run ...",
     )

@@ -17,11 +17,11 @@ import pytest
 
 from harness.campaigns import certify
 from harness.checkers import levels
-from harness.cli import main as cli_main
+from harness.cli import main
 from harness.contract import boundaries
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 from harness.trial import artifacts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
@@ -32,13 +32,13 @@ JOBS = 3
 
 
 @pytest.fixture(scope="module")
-def base_lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference")) as lab:
+def base_lab() -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference")) as lab:
         yield lab
 
 
 def run(
-    base: lab_module.Lab,
+    base: shared.Lab,
     description: pathlib.Path,
     scenario: str,
     points: list[str],
@@ -47,7 +47,7 @@ def run(
     # The variants share the reference engine's schema, so its lab's template.
     return certify.certify(
         base.with_engine(commands.load(description)),
-        [(scenario, scenario_module.find(scenario))],
+        [(scenario, schema.find(scenario))],
         out_dir=out,
         engine_ref=str(description),
         points=points,
@@ -59,7 +59,7 @@ def explain(cert: certify.Certification) -> str:
     return certify.to_markdown(cert)
 
 
-def test_reference_engine_is_full(base_lab: lab_module.Lab, tmp_path: pathlib.Path) -> None:
+def test_reference_engine_is_full(base_lab: shared.Lab, tmp_path: pathlib.Path) -> None:
     cert = run(
         base_lab, commands.reference_description_path(), "refund", ["tool.returned"], tmp_path
     )
@@ -70,13 +70,13 @@ def test_reference_engine_is_full(base_lab: lab_module.Lab, tmp_path: pathlib.Pa
 
 
 def test_a_black_box_trial_reruns_as_a_black_box_trial(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     """certify's black-box rerun lines once replayed a boundary-mode trial: same fault
     text, but the engine then reported its own boundaries and was judged by them."""
     cert = certify.certify(
         base_lab,
-        [("refund", scenario_module.find("refund"))],
+        [("refund", schema.find("refund"))],
         out_dir=tmp_path / "certify",
         engine_ref="reference",
         mode="blackbox",
@@ -90,7 +90,7 @@ def test_a_black_box_trial_reruns_as_a_black_box_trial(
     argv = shlex.split(faulted[0].outcome.repro)
     assert argv[0] == "crashcert"
     rerun = click.testing.CliRunner().invoke(
-        cli_main.main, [*argv[1:], "--out", str(tmp_path / "rerun")]
+        main.main, [*argv[1:], "--out", str(tmp_path / "rerun")]
     )
     assert rerun.exit_code == faulted[0].outcome.verdict.exit_code, rerun.output
     (history_file,) = (tmp_path / "rerun").rglob("history.jsonl")
@@ -101,7 +101,7 @@ def test_a_black_box_trial_reruns_as_a_black_box_trial(
 
 
 def test_resend_reply_is_caught_by_single_delivery(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     cert = run(base_lab, QUALITY / "resend_reply.yaml", "sink_no_query", ["reply.sent"], tmp_path)
     assert levels.rank(cert.level) < levels.rank(levels.Level.FULL), explain(cert)
@@ -117,7 +117,7 @@ def test_resend_reply_is_caught_by_single_delivery(
 
 
 def test_recall_model_is_caught_by_once_after_decision(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     cert = run(base_lab, QUALITY / "recall_model.yaml", "refund", ["tools.pending"], tmp_path)
     assert levels.rank(cert.level) < levels.rank(levels.Level.FULL), explain(cert)

@@ -12,10 +12,8 @@ from harness import errors
 from harness.checkers import blackbox, levels, verdict
 from harness.contract import boundaries
 from harness.contract.engines import blackbox as blackbox_engine
-from harness.faults import plan
-from harness.faults import spec as fault_spec
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.faults import plan, spec
+from harness.trial import artifacts, history
 from tests.checkers import builders
 
 PASS, FAIL, INCONCLUSIVE = verdict.Verdict.PASS, verdict.Verdict.FAIL, verdict.Verdict.INCONCLUSIVE
@@ -43,14 +41,14 @@ def test_badge_escapes_dashes_for_shields() -> None:
     ["kill@world:tool.effect#1", "kill@world:model.answered#3", "kill@time:+0.35s"],
 )
 def test_black_box_points_parse_as_faults(text: str) -> None:
-    step = fault_spec.parse(text)
+    step = spec.parse(text)
     assert boundaries.is_blackbox_point(step.point)
-    assert fault_spec.parse(step.label()) == step
+    assert spec.parse(step.label()) == step
 
 
 def test_unknown_world_point_is_refused() -> None:
     with pytest.raises(errors.CrashcertError, match="black box"):
-        fault_spec.parse("kill@world:tool.exploded#1")
+        spec.parse("kill@world:tool.exploded#1")
 
 
 def world_hit(
@@ -207,8 +205,8 @@ def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path)
     trial = refund_twice(kill_at="world").model_copy(
         update={"declared_boundaries": boundaries.all_points()}
     )
-    store.write_trial(tmp_path, trial, verdicts=[], verdict="FAIL", repro="crashcert run x")
-    again = store.read_history(tmp_path / "history.jsonl")
+    artifacts.write_trial(tmp_path, trial, verdicts=[], verdict="FAIL", repro="crashcert run x")
+    again = artifacts.read_history(tmp_path / "history.jsonl")
     assert again.declared_boundaries == boundaries.all_points()
     assert [r.summary for r in blackbox.judge(again)] == [r.summary for r in blackbox.judge(trial)]
 

@@ -9,8 +9,7 @@ from typing import Any, cast
 
 from harness.faults import spec as fault_spec
 from harness.faults import world_trigger
-from harness.trial import history, recorder
-from harness.trial import runner as trial_module
+from harness.trial import history, recorder, runner
 from harness.world import hooks, ledger
 from tests.checkers import builders
 
@@ -71,16 +70,16 @@ def test_a_time_kill_records_the_world_event_it_landed_after() -> None:
 
 def test_the_rerun_line_strikes_at_that_world_event_and_the_label_keeps_the_time() -> None:
     trial = _struck_history()
-    spec = trial_module.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
+    spec = runner.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
     assert spec.label == "kill@time:+0.01s#1"  # the record keeps the wall-clock point
-    assert trial_module.repro_command(spec, trial=trial) == (
+    assert runner.repro_command(spec, trial=trial) == (
         "crashcert run --engine e.yaml --scenario refund "
         "--fault 'kill@world:model.answered#1' --seed 0"
     )
 
 
 def test_a_time_kill_that_never_struck_reruns_as_planned() -> None:
-    spec = trial_module.TrialSpec.under(builders.refund_scenario(), [TIME_KILL])
-    assert "--fault 'kill@time:+0.01s#1'" in trial_module.repro_command(
+    spec = runner.TrialSpec.under(builders.refund_scenario(), [TIME_KILL])
+    assert "--fault 'kill@time:+0.01s#1'" in runner.repro_command(
         spec, trial=builders.clean()
     )

@@ -10,8 +10,7 @@ from typing import Any, cast
 import rich.console
 
 from harness.campaigns import certify
-from harness.trial import history, recorder
-from harness.trial import runner as trial_module
+from harness.trial import history, recorder, runner
 from tests.checkers import builders
 
 
@@ -40,7 +39,7 @@ class _Launcher:
 
 
 def _log(tmp_path: pathlib.Path, name: str, text: str) -> pathlib.Path:
-    path = tmp_path / trial_module.WORKER_LOGS / f"{name}.log"
+    path = tmp_path / runner.WORKER_LOGS / f"{name}.log"
     path.parent.mkdir(exist_ok=True)
     path.write_text(text)
     return path
@@ -64,12 +63,12 @@ def test_a_crashed_worker_is_recorded_with_its_log_tail_and_replaced(
     alive = _Worker("t-w3", _log(tmp_path, "t-w3", ""), returncode=None, alive=True)
     launcher = _Launcher(killed, crashed, alive)
     record = recorder.Recorder()
-    trial_module._record_crashes(cast(Any, launcher), record, replace=True)
+    runner._record_crashes(cast(Any, launcher), record, replace=True)
     (event,) = record.events()
     assert isinstance(event, history.WorkerEvent)
     assert (event.event, event.worker_id, event.returncode) == ("crashed", "t-w2", 1)
     assert event.log == "workers/t-w2.log"
-    assert len(event.log_tail) == trial_module.LOG_TAIL_LINES
+    assert len(event.log_tail) == runner.LOG_TAIL_LINES
     assert event.log_tail[-2:] == [
         "Traceback (most recent call last):",
         "ZeroDivisionError: division by zero",
@@ -77,7 +76,7 @@ def test_a_crashed_worker_is_recorded_with_its_log_tail_and_replaced(
     assert not any("s3cret" in line for line in event.log_tail)
     assert launcher.started == 1  # replaced, as a supervisor would
     # seen once: the next look neither records nor replaces it again
-    trial_module._record_crashes(cast(Any, launcher), record, replace=True)
+    runner._record_crashes(cast(Any, launcher), record, replace=True)
     assert len(record.events()) == 1 and launcher.started == 1
 
 
@@ -85,7 +84,7 @@ def test_a_worker_that_ended_cleanly_is_replaced_but_not_a_crash(tmp_path: pathl
     done = _Worker("t-w1", _log(tmp_path, "t-w1", "idle, exiting\n"), returncode=0)
     launcher = _Launcher(done)
     record = recorder.Recorder()
-    trial_module._record_crashes(cast(Any, launcher), record, replace=True)
+    runner._record_crashes(cast(Any, launcher), record, replace=True)
     assert record.events() == [] and launcher.started == 1
 
 
@@ -102,10 +101,10 @@ def test_the_certificate_shows_why_a_trial_failed_and_where_its_logs_are() -> No
     )  # fmt: skip
     trial.report("running")
     built = trial.build()
-    results, verdict = trial_module.judge(built)
+    results, verdict = runner.judge(built)
     directory = pathlib.Path("/trials/refund/baseline")
-    outcome = trial_module.TrialOutcome(
-        spec=trial_module.TrialSpec(scenario=built.scenario), history=built, results=results,
+    outcome = runner.TrialOutcome(
+        spec=runner.TrialSpec(scenario=built.scenario), history=built, results=results,
         verdict=verdict, directory=directory, repro="crashcert run x",
     )  # fmt: skip
     cert = certify.Certification(

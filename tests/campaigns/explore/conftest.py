@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
+from harness.lab import shared
 
 
 @pytest.fixture(scope="package")
-def base_lab() -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference")) as lab:
+def base_lab() -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference")) as lab:
         yield lab

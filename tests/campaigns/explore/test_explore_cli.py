@@ -10,9 +10,9 @@ import pytest
 
 from harness import errors
 from harness.campaigns import explore
-from harness.checkers import verdict as verdict_module
-from harness.cli import main as cli
-from harness.faults import spec as fault_spec
+from harness.checkers import verdict
+from harness.cli import main
+from harness.faults import spec
 
 
 @pytest.mark.parametrize(
@@ -25,15 +25,15 @@ from harness.faults import spec as fault_spec
 )
 def test_bad_input_is_refused_before_anything_starts(args: list[str], message: str) -> None:
     argv = ["explore", "--scenario", "refund", *args]
-    result = click.testing.CliRunner().invoke(cli.main, argv)
+    result = click.testing.CliRunner().invoke(main.main, argv)
     assert isinstance(result.exception, errors.CrashcertError)
     assert message in str(result.exception)
 
 
 def failure(status: explore.Status, *, replays_fail: bool) -> explore.ExploreResult:
-    failed = explore.Observation(verdict_module.Verdict.FAIL, ("tool.at_most_once",))
-    passed = explore.Observation(verdict_module.Verdict.PASS, ())
-    steps = [fault_spec.FaultStep(action="kill", point="tool.returned", occurrence=2)]
+    failed = explore.Observation(verdict.Verdict.FAIL, ("tool.at_most_once",))
+    passed = explore.Observation(verdict.Verdict.PASS, ())
+    steps = [spec.FaultStep(action="kill", point="tool.returned", occurrence=2)]
     return explore.ExploreResult(
         seed=7,
         candidates=55,
@@ -44,7 +44,7 @@ def failure(status: explore.Status, *, replays_fail: bool) -> explore.ExploreRes
         failure=explore.Failure(
             schedule=steps,
             invariants=("tool.at_most_once",),
-            found=[*steps, fault_spec.FaultStep(action="pause", point="reply.sent")],
+            found=[*steps, spec.FaultStep(action="pause", point="reply.sent")],
             replays=[failed if replays_fail else passed] * 2,
             status=status,
             repro="crashcert run --engine e.yaml --scenario refund "

@@ -20,10 +20,10 @@ import random
 import pytest
 
 from harness.campaigns import explore
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import shared
+from harness.scenario import schema
 
 ENGINES = pathlib.Path(__file__).resolve().parents[2] / "quality" / "engines"
 REPO = ENGINES.parent.parent.parent
@@ -52,9 +52,9 @@ HUNTS = (
 )
 
 
-def lab_for(base: lab_module.Lab, engine: commands.CommandEngine) -> lab_module.Lab:
+def lab_for(base: shared.Lab, engine: commands.CommandEngine) -> shared.Lab:
     """The shared Postgres, Toxiproxy and template, driving a broken variant's workers."""
-    return lab_module.Lab(
+    return shared.Lab(
         pg=base.pg,
         engine=engine,
         template=base.template,
@@ -72,13 +72,13 @@ def describe(result: explore.ExploreResult, *, engine: str) -> str:
 @pytest.mark.matrix
 @pytest.mark.postgres
 def test_exploration_finds_broken_engines_and_shrinks_them(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     def hunt(case: Hunt) -> explore.ExploreResult:
         description = ENGINES / f"{case.engine}.yaml"
         return explore.explore(
             lab_for(base_lab, commands.load(description)),
-            scenario_module.find(case.scenario),
+            schema.find(case.scenario),
             out_dir=tmp_path / case.engine,
             examples=EXAMPLES,
             seed=SEED,
@@ -102,7 +102,7 @@ def test_exploration_finds_broken_engines_and_shrinks_them(
         assert 1 <= len(failure.schedule) <= MAX_SHRUNK, report
         assert case.catches in failure.invariants, report
         assert failure.schedule_file is not None
-        replay = scenario_module.load(failure.schedule_file)
+        replay = schema.load(failure.schedule_file)
         assert replay.faults == failure.labels
         assert all(f"--fault {label}" in failure.repro.replace("'", "") for label in replay.faults)
 
@@ -110,11 +110,11 @@ def test_exploration_finds_broken_engines_and_shrinks_them(
 @pytest.mark.matrix
 @pytest.mark.postgres
 def test_reference_engine_survives_generated_schedules(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     result = explore.explore(
         base_lab,
-        scenario_module.find("refund"),
+        schema.find("refund"),
         out_dir=tmp_path,
         examples=REFERENCE_EXAMPLES,
         seed=SEED,
@@ -127,7 +127,7 @@ def test_reference_engine_survives_generated_schedules(
     assert result.failure is None, report
     # Schedules Hypothesis draws twice run once: a few fewer trials than examples is normal.
     assert result.examples >= max(1, REFERENCE_EXAMPLES - 2), report
-    assert not result.verdicts.get(verdict_module.Verdict.ERROR.value), report
+    assert not result.verdicts.get(verdict.Verdict.ERROR.value), report
     assert result.exit_code == 0
 
 
@@ -139,10 +139,10 @@ def test_reference_engine_survives_many_schedules(scenario: str, tmp_path: pathl
     """The issue's target: 300 schedules (CRASHCERT_EXPLORE_SLOW_EXAMPLES) split over three
     scenarios, every fault class, up to three faults each; a Lab per scenario (Postgres
     restarts strike every trial of a Lab, so these do not share one)."""
-    with lab_module.open_lab(commands.find("reference")) as lab:
+    with shared.open_lab(commands.find("reference")) as lab:
         result = explore.explore(
             lab,
-            scenario_module.find(scenario),
+            schema.find(scenario),
             out_dir=tmp_path,
             examples=SLOW_EXAMPLES // 3,
             seed=SEED,
@@ -151,4 +151,4 @@ def test_reference_engine_survives_many_schedules(scenario: str, tmp_path: pathl
         )
     report = describe(result, engine="reference")
     assert result.failure is None, report
-    assert not result.verdicts.get(verdict_module.Verdict.ERROR.value), report
+    assert not result.verdicts.get(verdict.Verdict.ERROR.value), report

@@ -14,7 +14,7 @@ from harness import errors
 from harness.campaigns import explore
 from harness.checkers import verdict as verdict_module
 from harness.faults import spec
-from harness.scenario import schema as scenario
+from harness.scenario import schema
 
 TRACE = [
     ("run.claimed", 1),
@@ -180,10 +180,10 @@ def test_bad_input_is_a_clear_error() -> None:
 
 
 def test_schedule_file_is_a_runnable_scenario(tmp_path: pathlib.Path) -> None:
-    refund = scenario.find("refund")
+    refund = schema.find("refund")
     steps = [spec.FaultStep(action="pause", point="reply.sending", occurrence=1)]
     path = explore.write_schedule(tmp_path, refund, steps, status=explore.Status.REPRODUCIBLE)
-    loaded = scenario.load(path)
+    loaded = schema.load(path)
     assert loaded.faults == ["pause@reply.sending#1"]
     assert loaded.turns == refund.turns
 

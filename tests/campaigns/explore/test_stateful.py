@@ -23,10 +23,8 @@ import pytest
 from hypothesis import stateful
 from hypothesis import strategies as st
 
-from harness.lab import launcher as launcher_module
-from harness.lab import processes
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import launcher, processes, shared
+from harness.scenario import schema
 from harness.trial import recorder
 from harness.trial import runner as trial
 from harness.world import world as world_module
@@ -34,7 +32,7 @@ from tests import fix_proxy
 
 pytestmark = [pytest.mark.matrix, pytest.mark.postgres, pytest.mark.toxiproxy]
 
-SCENARIO = scenario_module.find("refund")
+SCENARIO = schema.find("refund")
 REFUND = "refund_order"
 MAX_RUNS = 4
 MAX_WORKERS = 3
@@ -50,14 +48,14 @@ PICK = st.integers(min_value=0, max_value=MAX_WORKERS * 4)
 class Rig:
     """One database, one world, workers behind their own proxies (the parts of a trial)."""
 
-    def __init__(self, lab: lab_module.Lab, directory: pathlib.Path) -> None:
+    def __init__(self, lab: shared.Lab, directory: pathlib.Path) -> None:
         self.lab = lab
         self.name = f"cc_sm_{uuid.uuid4().hex[:10]}"
         self.dsn = lab.clone_database(self.name)
         self.world = world_module.World(SCENARIO)
         self.world.start()
         self.proxies: dict[str, Any] = {}
-        self.launcher = launcher_module.Launcher(
+        self.launcher = launcher.Launcher(
             lab.engine,
             world_env=self.world.env(),
             control_path=None,
@@ -114,7 +112,7 @@ def pick(workers: list[processes.Worker], index: int) -> processes.Worker:
 
 
 class EngineUnderFaults(stateful.RuleBasedStateMachine):
-    def __init__(self, lab: lab_module.Lab, directory: pathlib.Path) -> None:
+    def __init__(self, lab: shared.Lab, directory: pathlib.Path) -> None:
         super().__init__()
         self.rig = Rig(lab, directory)
 
@@ -224,7 +222,7 @@ class EngineUnderFaults(stateful.RuleBasedStateMachine):
 
 
 def test_reference_engine_under_interleaved_faults(
-    base_lab: lab_module.Lab, tmp_path: pathlib.Path
+    base_lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
     if base_lab.toxiproxy is None:
         fix_proxy.unavailable(base_lab.toxiproxy_note)

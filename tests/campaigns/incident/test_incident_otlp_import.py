@@ -21,8 +21,8 @@ import yaml
 
 from harness import errors
 from harness.campaigns import otlp, trace_incident
-from harness.cli import main as cli
-from harness.scenario import schema as scenario_module
+from harness.cli import main
+from harness.scenario import schema
 
 telemetry = pytest.importorskip("reference_engine.telemetry_sdk").telemetry
 
@@ -123,12 +123,12 @@ def production_trace(path: pathlib.Path, *, content: bool = True) -> None:
     second.close()
 
 
-def imported(path: pathlib.Path, *args: str) -> scenario_module.Scenario:
+def imported(path: pathlib.Path, *args: str) -> schema.Scenario:
     result = click.testing.CliRunner().invoke(
-        cli.main, ["incident", "import", "--otlp", str(path), *args]
+        main.main, ["incident", "import", "--otlp", str(path), *args]
     )
     assert result.exit_code == 0, result.output
-    return scenario_module.parse(yaml.safe_load(result.output), source="imported")
+    return schema.parse(yaml.safe_load(result.output), source="imported")
 
 
 def test_sdk_trace_of_a_worker_killed_inside_a_tool_call(tmp_path: pathlib.Path) -> None:
@@ -257,7 +257,7 @@ def tool_span(
     return span(f"execute_tool {name}", attributes, error=error is not None)
 
 
-def scenario_of(text: str, **options: Any) -> scenario_module.Scenario:
+def scenario_of(text: str, **options: Any) -> schema.Scenario:
     return trace_incident.scenario_from_spans(otlp.parse(text), **options)
 
 

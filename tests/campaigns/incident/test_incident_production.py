@@ -21,9 +21,9 @@ import click.testing
 import pytest
 import yaml
 
-from harness.cli import main as cli
+from harness.cli import main
 from harness.lab import postgres
-from harness.scenario import schema as scenario_module
+from harness.scenario import schema
 from harness.world import ledger
 from tests import fix_engine, fix_world
 
@@ -46,7 +46,7 @@ class Incident(typing.NamedTuple):
 def incident(
     engine: fix_engine.Engine, make_world: fix_world.MakeWorld, tmp_path: pathlib.Path
 ) -> Incident:
-    refund = scenario_module.find("refund")
+    refund = schema.find("refund")
     world = make_world(refund)
     traces = tmp_path / "traces.jsonl"
     otel = {
@@ -80,12 +80,12 @@ def incident(
 
 
 def crashcert(*argv: str) -> click.testing.Result:
-    return click.testing.CliRunner().invoke(cli.main, ["--isolation", "off", *argv])
+    return click.testing.CliRunner().invoke(main.main, ["--isolation", "off", *argv])
 
 
-def scenario_from(result: click.testing.Result) -> scenario_module.Scenario:
+def scenario_from(result: click.testing.Result) -> schema.Scenario:
     assert result.exit_code == 0, result.output
-    return scenario_module.parse(yaml.safe_load(result.output), source="incident")
+    return schema.parse(yaml.safe_load(result.output), source="incident")
 
 
 def replay(
@@ -108,7 +108,7 @@ def test_traced_incident_fails_on_the_broken_engine_and_passes_on_the_reference(
     incident: Incident, pg_server: postgres.Server, tmp_path: pathlib.Path
 ) -> None:
     scenario = scenario_from(crashcert("incident", "import", "--otlp", str(incident.traces)))
-    refund = scenario_module.find("refund")
+    refund = schema.find("refund")
     assert scenario.faults == [STARTED]
     assert scenario.variants == [[RETURNED]]
     assert scenario.turns == refund.turns  # ids, arguments with {run}, content, usage

@@ -16,10 +16,9 @@ import click.testing
 import yaml
 
 from harness.campaigns import incident, redaction
-from harness.cli import main as cli
-from harness.scenario import schema as scenario_module
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.cli import main
+from harness.scenario import schema
+from harness.trial import artifacts, history
 
 EMAIL = "ops-lead@example.com"
 OTHER_EMAIL = "jane.doe@example.org"
@@ -171,20 +170,20 @@ def test_redacted_export_through_the_command_line(tmp_path: pathlib.Path) -> Non
     stored = history.TrialHistory(
         trial_id="t1",
         engine="reference",
-        scenario=scenario_module.parse(
+        scenario=schema.parse(
             {"name": "tiny", "input": {"user": "hi"}, "turns": [{"content": "hello"}]}
         ),
         run_key=RUN_KEY,
         run_id=RUN_ID,
         engine_tables=_tables(),
     )
-    store.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
+    artifacts.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
     result = click.testing.CliRunner().invoke(
-        cli.main, ["incident", "export", "--trial", str(tmp_path), "--redact"]
+        main.main, ["incident", "export", "--trial", str(tmp_path), "--redact"]
     )
     assert result.exit_code == 0, result.output
     assert _leaks(result.output) == []
-    exported = scenario_module.parse(yaml.safe_load(result.output), source="exported")
+    exported = schema.parse(yaml.safe_load(result.output), source="exported")
     assert exported.tools[0].name == "notify"
 
 

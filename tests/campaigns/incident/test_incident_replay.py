@@ -15,13 +15,12 @@ import pytest
 import yaml
 
 from harness.campaigns import incident
-from harness.checkers import verdict as verdict_module
-from harness.cli import main as cli
+from harness.checkers import verdict
+from harness.cli import main
 from harness.contract.engines import commands
 from harness.faults import spec as fault_spec
-from harness.lab import postgres
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
+from harness.lab import postgres, shared
+from harness.scenario import schema
 from harness.trial import runner as trial_module
 
 pytestmark = pytest.mark.postgres
@@ -29,28 +28,28 @@ KILL = "kill@tool.started#2"  # the refund: started, never recorded by the kille
 
 
 @pytest.fixture(scope="module")
-def lab(pg_server: postgres.Server) -> Iterator[lab_module.Lab]:
-    with lab_module.open_lab(commands.find("reference"), pg_dsn=pg_server.dsn) as opened:
+def lab(pg_server: postgres.Server) -> Iterator[shared.Lab]:
+    with shared.open_lab(commands.find("reference"), pg_dsn=pg_server.dsn) as opened:
         yield opened
 
 
-def export(*args: str) -> scenario_module.Scenario:
-    result = click.testing.CliRunner().invoke(cli.main, ["incident", "export", *args])
+def export(*args: str) -> schema.Scenario:
+    result = click.testing.CliRunner().invoke(main.main, ["incident", "export", *args])
     assert result.exit_code == 0, result.output
-    return scenario_module.parse(yaml.safe_load(result.output), source="exported")
+    return schema.parse(yaml.safe_load(result.output), source="exported")
 
 
 def test_trial_exported_and_replayed(
-    lab: lab_module.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    lab: shared.Lab, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refund = scenario_module.find("refund")
+    refund = schema.find("refund")
     step = fault_spec.FaultStep(action="kill", point="tool.started", occurrence=2)
     spec = trial_module.TrialSpec(scenario=refund, plan=[step], label=KILL)
     kept: list[str] = []
     monkeypatch.setattr(lab, "drop_database", kept.append)  # keep it for --dsn
     original = trial_module.run_trial(lab, spec, out_dir=tmp_path / "original")
     monkeypatch.undo()
-    assert original.verdict is verdict_module.Verdict.PASS, original.failing
+    assert original.verdict is verdict.Verdict.PASS, original.failing
     assert original.history.run_id is not None and len(kept) == 1
     try:
         live = export("--dsn", lab.pg.database_dsn(kept[0]), "--run", original.history.run_id)
@@ -82,7 +81,7 @@ def test_trial_exported_and_replayed(
 
     path = tmp_path / "incident.yaml"
     path.write_text(incident.to_yaml(exported))
-    loaded = scenario_module.load(path)
+    loaded = schema.load(path)
     replay_spec = trial_module.TrialSpec.under(loaded, loaded.faults, scenario_ref=str(path))
     replayed = trial_module.run_trial(lab, replay_spec, out_dir=tmp_path / "replay")
 
@@ -90,7 +89,7 @@ def test_trial_exported_and_replayed(
     assert replayed.history.scenario.turns == refund.turns
     applied = [f.step for f in replayed.history.faults() if f.action == "kill" and f.ok]
     assert applied == [KILL]
-    assert replayed.verdict is verdict_module.Verdict.PASS, replayed.failing
+    assert replayed.verdict is verdict.Verdict.PASS, replayed.failing
     assert incident.conclusion(replayed.verdict) == "incident no longer reproduces"
     assert f"--scenario {path}" in replayed.repro
     # The replay's own run, exported again, is the same incident.
@@ -105,6 +104,6 @@ def test_trial_exported_and_replayed(
 
 
 def test_export_needs_a_source() -> None:
-    result = click.testing.CliRunner().invoke(cli.main, ["incident", "export", "--dsn", "x"])
+    result = click.testing.CliRunner().invoke(main.main, ["incident", "export", "--dsn", "x"])
     assert result.exit_code != 0
     assert "--trial" in str(result.exception) or "--trial" in result.output

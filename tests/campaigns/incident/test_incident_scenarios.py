@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from harness.faults import spec
-from harness.scenario import schema as scenario
+from harness.scenario import schema
 from harness.trial import history
 
-INCIDENTS = sorted(scenario.bundled_dir().glob("incident_*.yaml"))
+INCIDENTS = sorted(schema.bundled_dir().glob("incident_*.yaml"))
 
 
 def test_five_incident_classes_are_bundled() -> None:
@@ -17,7 +17,7 @@ def test_five_incident_classes_are_bundled() -> None:
 
 @pytest.mark.parametrize("path", INCIDENTS, ids=lambda path: path.stem)
 def test_each_names_its_class_and_sets_faults(path) -> None:
-    loaded = scenario.load(path)
+    loaded = schema.load(path)
     assert loaded.note.startswith("Public incident class:")
     assert loaded.faults
     assert [spec.parse(text).label() for text in loaded.faults] == loaded.faults

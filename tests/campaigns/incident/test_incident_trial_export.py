@@ -17,12 +17,11 @@ import yaml
 
 from harness import errors
 from harness.campaigns import applied, incident
-from harness.cli import main as cli
+from harness.cli import main
 from harness.faults import plan as plan_module
-from harness.faults import spec as fault_spec
-from harness.scenario import schema as scenario_module
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.faults import spec
+from harness.scenario import schema
+from harness.trial import artifacts, history
 
 RUN_ID = "5e0c6f0e-0000-4000-8000-00000000000a"
 RUN_KEY = "refund-abc"
@@ -104,8 +103,8 @@ def _trial(
     return history.TrialHistory(
         trial_id="t-7",
         engine="reference" if tables else "blackbox-engine",
-        scenario=scenario_module.find("refund"),
-        plan=[fault_spec.parse(text) for text in plan],
+        scenario=schema.find("refund"),
+        plan=[spec.parse(text) for text in plan],
         run_key=RUN_KEY,
         run_id=RUN_ID,
         events=events,
@@ -114,26 +113,26 @@ def _trial(
 
 
 def _struck(label: str, *, worker: str = "w1", at: str | None = None) -> history.FaultApplied:
-    step = fault_spec.parse(label)
+    step = spec.parse(label)
     where = at or f"{step.point}#{step.occurrence}"
     point, _, occurrence = where.rpartition("#")
     return history.FaultApplied(
         seq=9,
         action=step.action,
         planned=step,
-        struck_at=fault_spec.PointRef(point=point, occurrence=int(occurrence)),
+        struck_at=spec.PointRef(point=point, occurrence=int(occurrence)),
         worker_id=worker,
     )
 
 
 def _store(directory: pathlib.Path, trial: history.TrialHistory, verdict: str = "FAIL") -> None:
-    store.write_trial(directory, trial, verdicts=[], verdict=verdict, repro="crashcert run x")
+    artifacts.write_trial(directory, trial, verdicts=[], verdict=verdict, repro="crashcert run x")
 
 
-def export(*args: str) -> scenario_module.Scenario:
-    result = click.testing.CliRunner().invoke(cli.main, ["incident", "export", *args])
+def export(*args: str) -> schema.Scenario:
+    result = click.testing.CliRunner().invoke(main.main, ["incident", "export", *args])
     assert result.exit_code == 0, result.output
-    return scenario_module.parse(yaml.safe_load(result.output), source="exported")
+    return schema.parse(yaml.safe_load(result.output), source="exported")
 
 
 def test_the_trail_alone_would_say_started() -> None:
@@ -162,7 +161,7 @@ def test_trial_export_keeps_the_fault_the_trial_applied(tmp_path: pathlib.Path) 
 def test_a_planned_fault_that_never_struck_is_left_out(tmp_path: pathlib.Path) -> None:
     never = "kill@reply.sending#1"
     failed = history.FaultApplied(
-        seq=10, action="kill", planned=fault_spec.parse(never), ok=False, note="no worker held"
+        seq=10, action="kill", planned=spec.parse(never), ok=False, note="no worker held"
     )
     trial = _trial([RETURNED, never], [_struck(RETURNED), failed], tables=refund_tables())
 
@@ -198,7 +197,7 @@ def test_a_black_box_trial_exports_its_own_scenario(tmp_path: pathlib.Path) -> N
 
     exported = export("--trial", str(tmp_path), "--name", "bb-incident")
 
-    refund = scenario_module.find("refund")
+    refund = schema.find("refund")
     assert exported.name == "bb-incident"
     assert exported.faults == [label]
     assert exported.turns == refund.turns and exported.tools == refund.tools

@@ -8,11 +8,10 @@ import click.testing
 
 from harness import checkers
 from harness.checkers import verdict as verdict_module
-from harness.cli import main as cli
+from harness.cli import main
 from harness.faults import spec
 from harness.report import timeline
-from harness.trial import artifacts as store
-from harness.trial import history
+from harness.trial import artifacts, history
 from tests.checkers import builders
 from tests.report.timeline import chromium
 
@@ -114,14 +113,14 @@ def test_matrix_page_links_cells_to_trials(tmp_path: pathlib.Path) -> None:
 def test_report_command_writes_pages_for_stored_trials(tmp_path: pathlib.Path) -> None:
     for trial in (builders.clean(), duplicate_refund()):
         results = checkers.check_all(trial)
-        store.write_trial(
+        artifacts.write_trial(
             tmp_path / trial.scenario.name / timeline.plan.plan_label(trial.plan),
             trial,
             verdicts=[r.model_dump(mode="json") for r in results],
             verdict=checkers.trial_verdict(trial, results).value,
             repro=REPRO,
         )
-    result = click.testing.CliRunner().invoke(cli.main, ["report", str(tmp_path)])
+    result = click.testing.CliRunner().invoke(main.main, ["report", str(tmp_path)])
     assert result.exit_code == 0, result.output
     pages = sorted(tmp_path.rglob("timeline.html"))
     assert len(pages) == 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.report import timeline
 from harness.trial import history
 from harness.world import ledger
@@ -151,4 +151,4 @@ def test_verdict_badges_are_still_markup() -> None:
     dom = chromium.parse(trial_page())
     [section] = dom.find("section", "trial")
     assert section.find("span", "verdict", hostile_view().verdict.value)
-    assert hostile_view().verdict is not verdict_module.Verdict.PASS  # a crash was recorded
+    assert hostile_view().verdict is not verdict.Verdict.PASS  # a crash was recorded
