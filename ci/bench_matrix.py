@@ -21,8 +21,8 @@ from typing import Any
 
 from harness.campaigns import matrix
 from harness.contract.engines import commands
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario
+from harness.lab import shared
+from harness.scenario import schema
 
 
 def _phases(outcome: Any) -> dict[str, float]:
@@ -54,15 +54,15 @@ def main() -> None:
     parser.add_argument("--engine", default="reference")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    names = args.scenario or [s.name for s in scenario.load_all()]
+    names = args.scenario or [s.name for s in schema.load_all()]
     engine = commands.find(args.engine)
     started = time.monotonic()
-    with lab_module.open_lab(engine) as lab:
+    with shared.open_lab(engine) as lab:
         lab_ready = time.monotonic() - started
         with tempfile.TemporaryDirectory() as out:
             result = matrix.run_matrix(
                 lab,
-                [(name, scenario.find(name)) for name in names],
+                [(name, schema.find(name)) for name in names],
                 out_dir=pathlib.Path(out),
                 engine_ref=args.engine,
                 jobs=args.jobs,

@@ -70,13 +70,13 @@ class _Session:
         import contextlib
 
         from harness.contract.engines import commands
-        from harness.lab import shared as lab_module
+        from harness.lab import shared
 
         if self._stack is None:
             self._stack = contextlib.ExitStack()
         if engine_ref not in self.labs:
             engine = commands.find(engine_ref)
-            self.labs[engine_ref] = self._stack.enter_context(lab_module.open_lab(engine))
+            self.labs[engine_ref] = self._stack.enter_context(shared.open_lab(engine))
         return self.labs[engine_ref]
 
     def close(self) -> None:
@@ -110,20 +110,20 @@ class Case:
     session: _Session
 
     def check(self) -> list[Any]:
-        from harness.checkers import verdict as verdict_module
+        from harness.checkers import verdict
         from harness.faults import plan
         from harness.scenario import schema as scenario_module
-        from harness.trial import runner as trial_module
+        from harness.trial import runner
 
         lab = self.session.lab(self.case_id.engine)
         key = (self.case_id.engine, self.case_id.scenario)
-        base = trial_module.TrialSpec(
+        base = runner.TrialSpec(
             scenario=scenario_module.find(self.case_id.scenario),
             scenario_ref=self.case_id.scenario,
             engine_ref=self.case_id.engine,
         )
         if key not in self.session.baselines:
-            self.session.baselines[key] = trial_module.run_trial(
+            self.session.baselines[key] = runner.run_trial(
                 lab, base, out_dir=self.session.out
             )
         baseline = self.session.baselines[key]
@@ -137,9 +137,9 @@ class Case:
         outcomes = []
         for steps in plan.kill_plans(occurrences):
             spec = base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)})
-            outcomes.append(trial_module.run_trial(lab, spec, out_dir=self.session.out))
-        bad = [o for o in outcomes if o.verdict is not verdict_module.Verdict.PASS]
-        if baseline.verdict is not verdict_module.Verdict.PASS:
+            outcomes.append(runner.run_trial(lab, spec, out_dir=self.session.out))
+        bad = [o for o in outcomes if o.verdict is not verdict.Verdict.PASS]
+        if baseline.verdict is not verdict.Verdict.PASS:
             bad.insert(0, baseline)
         if bad:
             lines = [

@@ -12,17 +12,17 @@ from harness.campaigns import interrupt
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.faults import plan
-from harness.lab import shared as lab_module
-from harness.scenario import schema as scenario_module
-from harness.trial import runner as trial_module
+from harness.lab import shared
+from harness.scenario import schema
+from harness.trial import runner
 
 # Called after each trial (for progress bars): (outcome, done, total or None).
-Progress = Callable[[trial_module.TrialOutcome, int, int | None], None]
+Progress = Callable[[runner.TrialOutcome, int, int | None], None]
 
 
 @dataclasses.dataclass
 class MatrixResult:
-    outcomes: list[trial_module.TrialOutcome] = dataclasses.field(default_factory=list)
+    outcomes: list[runner.TrialOutcome] = dataclasses.field(default_factory=list)
     # Declared points no scenario's baseline reached: the matrix cannot vouch for them.
     unreached: list[str] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
@@ -38,8 +38,8 @@ class MatrixResult:
 
 
 def run_matrix(
-    lab: lab_module.Lab,
-    scenarios: list[tuple[str, scenario_module.Scenario]],
+    lab: shared.Lab,
+    scenarios: list[tuple[str, schema.Scenario]],
     *,
     out_dir: pathlib.Path,
     engine_ref: str,
@@ -61,13 +61,13 @@ def run_matrix(
     started = time.monotonic()
     result = MatrixResult()
     counter = _Counter(progress)
-    specs: list[trial_module.TrialSpec] = []
+    specs: list[runner.TrialSpec] = []
     traces: list[list[tuple[str, int]]] = []
     for reference, scenario in scenarios:
-        base = trial_module.TrialSpec(
+        base = runner.TrialSpec(
             scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
         )
-        baseline = trial_module.run_trial(lab, base, out_dir=out_dir)
+        baseline = runner.run_trial(lab, base, out_dir=out_dir)
         result.outcomes.append(baseline)
         result.planned.append((scenario.name, baseline.spec.label))
         counter.done(baseline)
@@ -82,8 +82,8 @@ def run_matrix(
     if shard is not None:
         specs = [spec for spec in specs if shard.owns(spec.scenario.name, spec.label)]
 
-    def run(spec: trial_module.TrialSpec) -> trial_module.TrialOutcome:
-        outcome = trial_module.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone
+    def run(spec: runner.TrialSpec) -> runner.TrialOutcome:
+        outcome = runner.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone
         counter.done(outcome)
         return outcome
 
@@ -99,7 +99,7 @@ class _Counter:
         self._done = 0
         self._lock = threading.Lock()
 
-    def done(self, outcome: trial_module.TrialOutcome) -> None:
+    def done(self, outcome: runner.TrialOutcome) -> None:
         with self._lock:
             self._done += 1
             if self._progress:

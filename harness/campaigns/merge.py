@@ -14,7 +14,7 @@ from typing import Any
 
 from harness import errors
 from harness.campaigns import shard as shard_module
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 
 
 @dataclasses.dataclass
@@ -112,12 +112,12 @@ def merge(reports: list[ShardReport]) -> dict[str, Any]:
         raise errors.CrashcertError(f"merge: no shard reports {', '.join(absent[:5])}")
     ordered = [trials[key] for key in planned]
     unreached = sorted({point for r in reports for point in r.document.get("unreached", [])})
-    verdicts = [verdict_module.Verdict(trial["verdict"]) for trial in ordered]
+    verdicts = [verdict.Verdict(trial["verdict"]) for trial in ordered]
     if unreached:
-        verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
+        verdicts.append(verdict.Verdict.INCONCLUSIVE)
     first = reports[0].meta
     return {
-        "verdict": verdict_module.worst(verdicts).value,
+        "verdict": verdict.worst(verdicts).value,
         "trials": ordered,
         "unreached": unreached,
         # the shards ran at once: the slowest one is the matrix's wall time
@@ -142,4 +142,4 @@ def merge(reports: list[ShardReport]) -> dict[str, Any]:
 
 def _rank(trial: dict[str, Any]) -> int:
     """Higher is worse, in the one order of verdicts."""
-    return -verdict_module.SEVERITY.index(verdict_module.Verdict(trial["verdict"]))
+    return -verdict.SEVERITY.index(verdict.Verdict(trial["verdict"]))

@@ -17,14 +17,12 @@ from harness import errors, provenance
 from harness.campaigns import matrix as matrix_module
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
-from harness.cli import incident as cli_incident
-from harness.cli import merge as cli_merge
-from harness.cli import options as cli_options
+from harness.cli import incident, merge, options
 from harness.contract import boundaries, run_report
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
-from harness.lab import shared as lab_module
+from harness.lab import shared
 from harness.lab.postgres import dsn as pg_dsn
 from harness.report import summary as report
 from harness.report import terminal
@@ -54,7 +52,7 @@ def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenar
 @click.group()
 @click.version_option(version=provenance.version(), prog_name="crashcert")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the harness does.")
-@cli_options.isolation_option
+@options.isolation_option
 def main(verbose: bool, isolation: str) -> None:
     """crashcert: prove that an AI execution engine survives crashes."""
     global _verbose
@@ -63,15 +61,15 @@ def main(verbose: bool, isolation: str) -> None:
 
 
 @main.command()
-@cli_options.engine_option
-@cli_options.scenario_option(multiple=True)
+@options.engine_option
+@options.scenario_option(multiple=True)
 @click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
 @click.option(
     "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
 )
-@cli_options.out_option
-@cli_options.file_option("--json", "json_path", "Write a JSON report here.")
-@cli_options.file_option("--junit", "junit_path", "Write a JUnit XML report here.")
+@options.out_option
+@options.file_option("--json", "json_path", "Write a JSON report here.")
+@options.file_option("--junit", "junit_path", "Write a JUnit XML report here.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
 @click.option(
@@ -87,7 +85,7 @@ def main(verbose: bool, isolation: str) -> None:
     help="Run the I-th of N shards of the fault trials (and every baseline); "
     "`crashcert merge` combines the shards' output directories.",
 )
-@cli_options.pg_option
+@options.pg_option
 def matrix(
     engine_ref: str,
     scenario_names: tuple[str, ...],
@@ -108,9 +106,9 @@ def matrix(
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
-    out_dir = cli_options.new_out_dir(out)
-    network = cli_options.private_network(pg_dsn)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    out_dir = options.new_out_dir(out)
+    network = options.private_network(pg_dsn)
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(
             f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
         )
@@ -194,8 +192,8 @@ def _write_reports(
 
 
 @main.command()
-@cli_options.engine_option
-@cli_options.scenario_option(required=True)
+@options.engine_option
+@options.scenario_option(required=True)
 @click.option("--fault", "fault_texts", multiple=True, help=_FAULT_HELP)
 @click.option("--seed", default=0, show_default=True)
 @click.option(
@@ -204,8 +202,8 @@ def _write_reports(
     help="Drive the engine as a black box (no control channel; faults at world points), "
     "as certify's black-box mode does.",
 )
-@cli_options.out_option
-@cli_options.pg_option
+@options.out_option
+@options.pg_option
 def run(
     engine_ref: str,
     scenario_name: str,
@@ -225,18 +223,18 @@ def run(
         scenario_ref=scenario_name,
         engine_ref=engine_ref,
     )
-    network = cli_options.private_network(pg_dsn)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    network = options.private_network(pg_dsn)
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         trial_lab = lab.as_black_box() if black_box else lab
-        outcome = trial_module.run_trial(trial_lab, spec, out_dir=cli_options.new_out_dir(out))
+        outcome = trial_module.run_trial(trial_lab, spec, out_dir=options.new_out_dir(out))
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
     sys.exit(outcome.verdict.exit_code)
 
 
 @main.command()
-@cli_options.directory_argument("directory")
+@options.directory_argument("directory")
 def analyze(directory: str) -> None:
     """Re-check stored trials offline (a trial directory, or every trial below DIRECTORY)."""
     verdicts = []
@@ -294,15 +292,15 @@ def schema(which: str) -> None:
 
 
 @main.command()
-@cli_options.engine_option
-@cli_options.scenario_option(default="refund", show_default=True)
+@options.engine_option
+@options.scenario_option(default="refund", show_default=True)
 @click.option("--runs", default=500, show_default=True)
 @click.option("--workers", default=4, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--storm-s", default=120.0, show_default=True, help="How long faults rain.")
 @click.option("--pg-restarts", default=2, show_default=True)
-@cli_options.out_option
-@cli_options.pg_option
+@options.out_option
+@options.pg_option
 def soak(
     engine_ref: str,
     scenario_name: str,
@@ -327,8 +325,8 @@ def soak(
     engine = commands.find(engine_ref)
     scenario = scenario_module.find(scenario_name)
     console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")
-    network = cli_options.private_network(pg_dsn)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    network = options.private_network(pg_dsn)
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         result = soak_module.run_soak(
             lab,
@@ -338,7 +336,7 @@ def soak(
             seed=seed,
             storm_s=storm_s,
             pg_restarts=pg_restarts,
-            out_dir=cli_options.new_out_dir(out),
+            out_dir=options.new_out_dir(out),
         )
     console.print(result.summary())
     sys.exit(result.verdict.exit_code)
@@ -355,7 +353,7 @@ def toxiproxy(action: str) -> None:
 
 def entry() -> None:
     try:
-        main(standalone_mode=False, obj=cli_options.ProcessOwner())
+        main(standalone_mode=False, obj=options.ProcessOwner())
     except errors.CrashcertError as error:
         click.echo(f"crashcert: {pg_dsn.redact_text(str(error))}", err=True)
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
@@ -378,8 +376,8 @@ def entry() -> None:
 
 
 @main.command()
-@cli_options.engine_option
-@cli_options.scenario_option(required=True)
+@options.engine_option
+@options.scenario_option(required=True)
 @click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
 @click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
 @click.option("--faults", default="kill,pause", show_default=True, help=_FAULTS_DRAWN_HELP)
@@ -391,9 +389,9 @@ def entry() -> None:
 )
 @click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
 @click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
-@cli_options.out_option
-@cli_options.file_option("--json", "json_path", "Write a JSON summary here.")
-@cli_options.pg_option
+@options.out_option
+@options.file_option("--json", "json_path", "Write a JSON summary here.")
+@options.pg_option
 def explore(
     engine_ref: str,
     scenario_name: str,
@@ -419,7 +417,7 @@ def explore(
     point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
-    out_dir = cli_options.new_out_dir(out)
+    out_dir = options.new_out_dir(out)
 
     def progress(purpose: str, schedule: list[Any], observation: Any) -> None:
         failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
@@ -431,8 +429,8 @@ def explore(
             )
         )
 
-    network = cli_options.private_network(pg_dsn)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    network = options.private_network(pg_dsn)
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(
             f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; seed {seed}; "
             f"trials in {out_dir}"
@@ -460,8 +458,8 @@ def explore(
 
 
 @main.command()
-@cli_options.engine_option
-@cli_options.scenario_option(multiple=True)
+@options.engine_option
+@options.scenario_option(multiple=True)
 @click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
 @click.option(
     "--mode",
@@ -486,12 +484,12 @@ def explore(
     default=None,
     help="Exit 1 when the engine earns a lower level than this.",
 )
-@cli_options.file_option("--json", "json_path", "Write the certification as JSON here.")
-@cli_options.file_option("--markdown", "markdown_path", "Write a Markdown summary here.")
-@cli_options.out_option
+@options.file_option("--json", "json_path", "Write the certification as JSON here.")
+@options.file_option("--markdown", "markdown_path", "Write a Markdown summary here.")
+@options.out_option
 @click.option("--seed", default=0, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
-@cli_options.pg_option
+@options.pg_option
 def certify(
     engine_ref: str,
     scenario_names: tuple[str, ...],
@@ -521,9 +519,9 @@ def certify(
     )
     engine = commands.find(engine_ref)
     scenarios = _scenarios(scenario_names)
-    out_dir = cli_options.new_out_dir(out)
-    network = cli_options.private_network(pg_dsn)
-    with lab_module.open_lab(engine, pg_dsn=pg_dsn) as lab:
+    out_dir = options.new_out_dir(out)
+    network = options.private_network(pg_dsn)
+    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(
             f"certifying {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
         )
@@ -559,7 +557,7 @@ def certify(
 
 
 @main.command("report")
-@cli_options.directory_argument("directory")
+@options.directory_argument("directory")
 def report_command(directory: str) -> None:
     """Write timeline.html into every trial below DIRECTORY (and report.html for many)."""
     from harness.report import timeline
@@ -568,6 +566,6 @@ def report_command(directory: str) -> None:
         console.print(f"wrote {path}")
 
 
-main.add_command(cli_incident.incident_group)
-main.add_command(cli_incident.replay)
-main.add_command(cli_merge.merge)
+main.add_command(incident.incident_group)
+main.add_command(incident.replay)
+main.add_command(merge.merge)

@@ -10,17 +10,16 @@ import click
 
 from harness.campaigns import merge as merge_module
 from harness.checkers import verdict as verdict_module
-from harness.cli import options as cli_options
-from harness.report import summary as report
-from harness.report import terminal
+from harness.cli import options
+from harness.report import summary, terminal
 
 DEFAULT_OUT = "crashcert-merged"
 
 
 @click.command()
 @click.argument("directories", nargs=-1, required=True, type=click.Path(exists=True))
-@cli_options.file_option("--json", "json_path", "Write the merged JSON report here.")
-@cli_options.file_option("--junit", "junit_path", "Write the merged JUnit XML report here.")
+@options.file_option("--json", "json_path", "Write the merged JSON report here.")
+@options.file_option("--junit", "junit_path", "Write the merged JUnit XML report here.")
 @click.option(
     "--out",
     default=DEFAULT_OUT,
@@ -47,10 +46,10 @@ def merge(
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(document, indent=2) + "\n")
     if junit_path:
-        report.write_junit_records(pathlib.Path(junit_path), trials)
+        summary.write_junit_records(pathlib.Path(junit_path), trials)
     held = [pathlib.Path(t["directory"]) for t in trials if pathlib.Path(t["directory"]).is_dir()]
     page = timeline.write_matrix_report(
-        cli_options.absolute(out),
+        options.absolute(out),
         [timeline.load_view(directory) for directory in held],
         unreached=document["unreached"],
         title=f"crashcert matrix ({len(reports)} shards merged)",

@@ -6,7 +6,7 @@ import pathlib
 import threading
 from collections.abc import Callable, Mapping
 
-from harness.contract.engines import adapter as adapter_module
+from harness.contract.engines import adapter
 from harness.lab import processes, spawner
 from harness.trial import history
 from harness.trial import recorder as recorder_module
@@ -18,7 +18,7 @@ DsnForWorker = Callable[[str], str]
 class Launcher:
     def __init__(
         self,
-        engine: adapter_module.EngineAdapter,
+        engine: adapter.EngineAdapter,
         *,
         world_env: Mapping[str, str],
         control_path: str | None,
@@ -48,7 +48,7 @@ class Launcher:
             return f"{self._trial_id}-w{self._count}"
 
     def environment(self, worker_id: str) -> dict[str, str]:
-        env = adapter_module.inherited_environment()
+        env = adapter.inherited_environment()
         env.update(self._engine.worker_env())
         env.update(self._world_env)
         if worker_id not in self._dsns:

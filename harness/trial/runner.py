@@ -29,14 +29,12 @@ from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.faults import world_trigger
-from harness.lab import isolation, proxy_audit
+from harness.lab import isolation, proxy_audit, shared
 from harness.lab import launcher as launcher_module
-from harness.lab import shared as lab_module
 from harness.lab.postgres import dsn as pg_dsn
-from harness.scenario import schema as scenario_module
-from harness.trial import actions as actions_module
+from harness.scenario import schema
+from harness.trial import actions, history
 from harness.trial import artifacts as store
-from harness.trial import history
 from harness.trial import recorder as recorder_module
 from harness.world import world as world_module
 
@@ -59,7 +57,7 @@ LOG_LINE_CHARS = 400
 class TrialSpec(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
-    scenario: scenario_module.Scenario
+    scenario: schema.Scenario
     plan: list[fault_spec.FaultStep] = pydantic.Field(default_factory=list)
     seed: int = 0
     label: str = "baseline"
@@ -71,7 +69,7 @@ class TrialSpec(pydantic.BaseModel):
 
     @classmethod
     def under(
-        cls, scenario: scenario_module.Scenario, faults: Sequence[str], **fields: Any
+        cls, scenario: schema.Scenario, faults: Sequence[str], **fields: Any
     ) -> TrialSpec:
         """The scenario under faults written as text (`kill@tool.returned#2`), labelled so."""
         steps = [fault_spec.parse(text) for text in faults]
@@ -114,8 +112,8 @@ def repro_command(
     return shlex.join(argv)
 
 
-def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.RunInput:
-    user = scenario_module.substitute_run_key(scenario.input.user, run_key)
+def build_input(scenario: schema.Scenario, run_key: str) -> run_report.RunInput:
+    user = schema.substitute_run_key(scenario.input.user, run_key)
     return run_report.RunInput(
         run_key=run_key,
         messages=[
@@ -127,7 +125,7 @@ def build_input(scenario: scenario_module.Scenario, run_key: str) -> run_report.
     )
 
 
-def run_trial(lab: lab_module.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
+def run_trial(lab: shared.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
     trial_id = uuid.uuid4().hex[:10]
     black_box = isinstance(lab.engine, blackbox_engine.BlackBoxEngine)
     directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
@@ -190,7 +188,7 @@ def judge(
     results = blackbox_checks.judge(trial)  # check_all, with world hits read as boundaries
     results.append(_plan_result(trial))
     if trial.scenario.actions:
-        results.append(actions_module.result(trial))
+        results.append(actions.result(trial))
     return results, checkers.trial_verdict(trial, results)
 
 
@@ -214,7 +212,7 @@ def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
 
 
 def _execute(
-    lab: lab_module.Lab,
+    lab: shared.Lab,
     spec: TrialSpec,
     trial: history.TrialHistory,
     directory: pathlib.Path,
@@ -305,7 +303,7 @@ def _wait_terminal(
     run_id = trial.run_id
     slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
     deadline = time.monotonic() + spec.scenario.deadline_s + slack
-    actor = actions_module.Actor(engine, dsn, run_id, spec.scenario, recorder)
+    actor = actions.Actor(engine, dsn, run_id, spec.scenario, recorder)
     try:
         _poll_until_terminal(engine, dsn, trial, server, launcher, recorder, deadline, actor)
     finally:
@@ -320,7 +318,7 @@ def _poll_until_terminal(
     launcher: launcher_module.Launcher,
     recorder: recorder_module.Recorder,
     deadline: float,
-    actor: actions_module.Actor,
+    actor: actions.Actor,
 ) -> None:
     run_id = trial.run_id
     assert run_id is not None
@@ -333,7 +331,7 @@ def _poll_until_terminal(
         interrupt.check()
         poll = REPORT_POLL_S if engine.boundaries else BLACK_BOX_POLL_S
         if actor.waiting:  # look for the action's point often; report as usual
-            poll = actions_module.POLL_S
+            poll = actions.POLL_S
         timeout = min(poll, max(0.0, deadline - time.monotonic()))
         hit = server.wait_for(finished, timeout=timeout)
         if hit is not None:
@@ -406,7 +404,7 @@ def log_tail(path: pathlib.Path) -> list[str]:
 class _Proxies:
     """One Toxiproxy proxy per worker, so a database fault can hit one worker alone."""
 
-    def __init__(self, lab: lab_module.Lab, dsn: str, *, prefix: str) -> None:
+    def __init__(self, lab: shared.Lab, dsn: str, *, prefix: str) -> None:
         self._lab = lab
         self._dsn = dsn
         self._prefix = prefix
