@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from harness import errors
-from harness.campaigns import redaction
+from harness.campaigns import otlp, redaction
 from harness.campaigns import variants as variants_module
 from harness.contract import run_report
 from harness.contract.engines import commands
@@ -94,15 +94,6 @@ def _rows(tables: Tables, name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def templated(value: Any, run_key: str) -> Any:
     """Occurrences of the run key become `{run}`, so each replay's run is new to the world."""
     if not run_key:
@@ -123,7 +114,7 @@ def _kept(value: Any, redactor: redaction.Redactor | None) -> Any:
 
 def _message(response: Any) -> dict[str, Any]:
     """The assistant message of a recorded Chat Completions response."""
-    response = _json(response)
+    response = otlp.json_or_text(response)
     if isinstance(response, dict) and "choices" in response:
         choices = response.get("choices") or [{}]
         message = choices[0].get("message") or {}
@@ -150,7 +141,7 @@ def _turns(
     for turn in sorted(recorded):
         call = recorded[turn]
         message = _message(call.get("response"))
-        usage = _json(call.get("usage")) or {}
+        usage = otlp.json_or_text(call.get("usage")) or {}
         entry: dict[str, Any] = {
             "usage": {
                 "prompt_tokens": int(usage.get("prompt_tokens", 0)),
@@ -162,7 +153,7 @@ def _turns(
             entry["tool_calls"] = []
             for item in tool_calls:
                 function = item.get("function") or {}
-                arguments = _json(function.get("arguments") or "{}")
+                arguments = otlp.json_or_text(function.get("arguments") or "{}")
                 if not isinstance(arguments, dict):
                     arguments = {"value": arguments}
                 arguments = templated(arguments, run_key)
@@ -194,12 +185,12 @@ def _tools(
     results: dict[str, list[Any]] = {}
     for row in _rows(tables, "tool_calls"):
         name = row["name"]
-        outcome = _json(row.get("outcome"))
+        outcome = otlp.json_or_text(row.get("outcome"))
         if row.get("state") == "succeeded" and isinstance(outcome, dict) and "result" in outcome:
             results.setdefault(name, []).append(outcome["result"])
         if name in tools:
             continue
-        declaration = _json(row.get("declaration"))
+        declaration = otlp.json_or_text(row.get("declaration"))
         if not isinstance(declaration, dict):
             notes.append(
                 f"tool {name}: no declaration recorded; assumed non_replayable write, "
@@ -357,7 +348,7 @@ def _point_of(kind: str, data: dict[str, Any]) -> str | None:
 def _input(
     run: dict[str, Any], run_key: str, *, redactor: redaction.Redactor | None, notes: list[str]
 ) -> dict[str, Any]:
-    messages = (_json(run.get("input")) or {}).get("messages") or []
+    messages = (otlp.json_or_text(run.get("input")) or {}).get("messages") or []
     system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
     users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
     if not users:

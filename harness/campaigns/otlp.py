@@ -60,13 +60,7 @@ class Span:
     def structured(self, key: str) -> Any:
         """An attribute recorded as structured data or as its JSON text (the GenAI
         conventions allow both); None when absent, the text itself when it is no JSON."""
-        value = self.attributes.get(key)
-        if isinstance(value, str):
-            try:
-                return json.loads(value)
-            except ValueError:
-                return value
-        return value
+        return json_or_text(self.attributes.get(key))
 
     @property
     def failed(self) -> bool:
@@ -217,3 +211,14 @@ def _value(value: Any) -> Any:
     if isinstance(kvlist, dict):
         return _attributes(kvlist.get("values"))
     return None
+
+
+def json_or_text(value: Any) -> Any:
+    """A value stored either as data or as its JSON text (span attributes, jsonb columns
+    read as text): the data, or the text itself when it is no JSON."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
