@@ -11,6 +11,12 @@ from harness.scenario import schema
 from harness.trial import runner
 
 
+@pytest.fixture(autouse=True)
+def _isolation_as_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's isolation as a fresh crashcert has it: nothing chosen yet."""
+    monkeypatch.setattr(isolation, "_state", isolation.State(isolation.OFF, "not applied"))
+
+
 def _spec() -> runner.TrialSpec:
     return runner.TrialSpec.under(
         schema.find("refund"), ["kill@tool.returned#1"], seed=7, scenario_ref="refund"
