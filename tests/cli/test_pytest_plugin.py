@@ -51,7 +51,8 @@ def test_a_broken_engine_fails_with_its_rerun_command(pytester, monkeypatch):
 
 def test_the_cases_run_under_pytest_xdist(pytester, monkeypatch):
     pytest.importorskip("xdist")
-    # each xdist worker opens its own lab; the cases split between the workers
+    # each xdist worker opens its own lab; which worker gets which case is xdist's choice
+    # (one worker may take all three while the other still starts), so no split is asserted
     result = _run(
         pytester,
         monkeypatch,
@@ -61,5 +62,6 @@ def test_the_cases_run_under_pytest_xdist(pytester, monkeypatch):
         "2",
     )
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*gw0*", "*gw1*"])
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
+    result.stdout.fnmatch_lines(["[[]gw?[]]*PASSED*"])
     result.stdout.fnmatch_lines(["*PASSED*test_crash_matrix?sink_no_query-reply.sent?*"])
