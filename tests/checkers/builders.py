@@ -626,3 +626,44 @@ def kill(trial: Trial, hit: history_module.BoundaryHit) -> None:
     """SIGKILL the worker held at `hit`; the process exits."""
     trial.fault("kill", hit)
     trial.worker_event("exited", hit.worker_id or trial.worker)
+
+
+def world_hit(
+    trial: Trial, point: str, occurrence: int, **detail: object
+) -> history_module.BoundaryHit:
+    """A hit the world reported (black box): `world:...` or `time:+...`, worker w-1."""
+    seq, t = trial.tick()
+    hit = history_module.BoundaryHit(
+        seq=seq, t=t, point=point, occurrence=occurrence, run_id=None, worker_id="w-1", pid=100,
+        detail=dict(detail),
+    )  # fmt: skip
+    trial.events.append(hit)
+    return hit
+
+
+def black_box_refund_twice(
+    *, at: str, action: str = "kill", worker: str | None = "w-1"
+) -> history_module.TrialHistory:
+    """A black-box engine that starts over after a fault at the refund's world effect
+    (`at="world"`) or at a time point: the refund reaches the world twice. `worker` is who
+    the fault is recorded against (None: a time kill that struck every worker)."""
+    trial = Trial()
+    trial.model_request(0)
+    trial.tool_request("call_lookup", key="k-lookup-1")
+    trial.model_request(1)
+    trial.tool_request("call_refund", key="k-refund-1")
+    if at == "world":
+        effect = trial.tools[-1]
+        hit = world_hit(trial, "world:tool.effect", 2, tool="refund_order", ledger_seq=effect.seq)
+    else:
+        hit = world_hit(trial, "time:+1.00s", 1)
+    trial.fault(action, at=hit, worker=worker)
+    trial.model_request(0)
+    trial.tool_request("call_lookup", key="k-lookup-2")
+    trial.model_request(1)
+    trial.tool_request("call_refund", key="k-refund-2")
+    trial.model_request(2)
+    trial.delivery()
+    trial.report("succeeded")
+    trial.finished_at = trial.now
+    return trial.build()

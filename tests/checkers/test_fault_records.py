@@ -146,42 +146,8 @@ def test_a_history_with_labels_alone_is_judged_the_same(build) -> None:
 # --- black-box faults ----------------------------------------------------------------------
 
 
-def world_hit(trial: builders.Trial, point: str, occurrence: int, **detail: object):
-    seq, t = trial.tick()
-    hit = history.BoundaryHit(
-        seq=seq, t=t, point=point, occurrence=occurrence, run_id=None, worker_id="w-1", pid=100,
-        detail=dict(detail),
-    )  # fmt: skip
-    trial.events.append(hit)
-    return hit
-
-
-def refund_twice(*, at: str, action: str = "kill") -> history.TrialHistory:
-    """A black box that starts over after a fault: the refund reaches the world twice."""
-    trial = builders.Trial()
-    trial.model_request(0)
-    trial.tool_request("call_lookup", key="k-lookup-1")
-    trial.model_request(1)
-    trial.tool_request("call_refund", key="k-refund-1")
-    if at == "world":
-        effect = trial.tools[-1]
-        hit = world_hit(trial, "world:tool.effect", 2, tool="refund_order", ledger_seq=effect.seq)
-    else:
-        hit = world_hit(trial, "time:+1.00s", 1)
-    trial.fault(action, at=hit, worker="w-1")
-    trial.model_request(0)
-    trial.tool_request("call_lookup", key="k-lookup-2")
-    trial.model_request(1)
-    trial.tool_request("call_refund", key="k-refund-2")
-    trial.model_request(2)
-    trial.delivery()
-    trial.report("succeeded")
-    trial.finished_at = trial.now
-    return trial.build()
-
-
 def test_translation_moves_where_a_world_fault_struck_and_keeps_its_step() -> None:
-    trial = refund_twice(at="world")
+    trial = builders.black_box_refund_twice(at="world")
     (fault,) = blackbox.translated(trial).faults()
     assert fault.planned == spec.parse("kill@world:tool.effect#2")
     assert fault.step == "kill@world:tool.effect#2"
@@ -200,7 +166,7 @@ def test_a_world_fault_with_params_is_translated_too() -> None:
             return event
         return event.model_copy(update={"planned": step, "step": step.label()})
 
-    trial = refund_twice(at="world", action="db_cut")
+    trial = builders.black_box_refund_twice(at="world", action="db_cut")
     trial = trial.model_copy(update={"events": [with_params(e) for e in trial.events]})
     (fault,) = blackbox.translated(trial).faults()
     assert fault.step == "db_cut@world:tool.effect#2?heal_after_s=2"
@@ -208,7 +174,7 @@ def test_a_world_fault_with_params_is_translated_too() -> None:
 
 
 def test_a_time_kill_is_told_by_its_structured_step() -> None:
-    results = {r.invariant: r for r in blackbox.judge(refund_twice(at="time"))}
+    results = {r.invariant: r for r in blackbox.judge(builders.black_box_refund_twice(at="time"))}
     unknown = results["tool.unknown_outcome"]
     assert unknown.verdict is V.INCONCLUSIVE and "time kill" in unknown.summary
     assert results["tool.at_most_once"].verdict is V.FAIL
@@ -216,5 +182,5 @@ def test_a_time_kill_is_told_by_its_structured_step() -> None:
 
 @pytest.mark.parametrize("at", ["world", "time"])
 def test_a_black_box_history_with_labels_alone_is_judged_the_same(at: str) -> None:
-    structured = refund_twice(at=at)
+    structured = builders.black_box_refund_twice(at=at)
     assert judged(builders.label_only(structured)) == judged(structured)

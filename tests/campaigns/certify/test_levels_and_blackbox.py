@@ -51,45 +51,8 @@ def test_unknown_world_point_is_refused() -> None:
         spec.parse("kill@world:tool.exploded#1")
 
 
-def world_hit(
-    trial: builders.Trial, point: str, occurrence: int, **detail: object
-) -> history.BoundaryHit:
-    seq, t = trial.tick()
-    hit = history.BoundaryHit(
-        seq=seq, t=t, point=point, occurrence=occurrence, run_id=None, worker_id="w-1", pid=100,
-        detail=dict(detail),
-    )  # fmt: skip
-    trial.events.append(hit)
-    return hit
-
-
-def refund_twice(*, kill_at: str) -> history.TrialHistory:
-    """A black-box engine that starts over after a kill: the refund reaches the world twice."""
-    trial = builders.Trial()
-    trial.model_request(0)
-    trial.tool_request("call_lookup", key="k-lookup-1")
-    trial.model_request(1)
-    trial.tool_request("call_refund", key="k-refund-1")
-    effect = trial.tools[-1]
-    if kill_at == "world":
-        hit = world_hit(trial, "world:tool.effect", 2, tool="refund_order", ledger_seq=effect.seq)
-        trial.fault("kill", at=hit, worker="w-1")
-    else:
-        hit = world_hit(trial, "time:+1.00s", 1)
-        trial.fault("kill", at=hit)
-    trial.model_request(0)
-    trial.tool_request("call_lookup", key="k-lookup-2")
-    trial.model_request(1)
-    trial.tool_request("call_refund", key="k-refund-2")
-    trial.model_request(2)
-    trial.delivery()
-    trial.report("succeeded")
-    trial.finished_at = trial.now
-    return trial.build()
-
-
 def test_world_tool_effect_kill_is_judged_as_tool_returned() -> None:
-    results = {r.invariant: r for r in blackbox.judge(refund_twice(kill_at="world"))}
+    results = {r.invariant: r for r in blackbox.judge(builders.black_box_refund_twice(at="world"))}
     assert results["tool.at_most_once"].verdict is FAIL
     assert results["tool.same_key"].verdict is FAIL
     unknown = results["tool.unknown_outcome"]
@@ -107,7 +70,7 @@ def every_line(results: list[verdict.CheckResult]) -> list[str]:
 
 
 def test_black_box_evidence_never_shows_synthetic_occurrences() -> None:
-    lines = every_line(blackbox.judge(refund_twice(kill_at="world")))
+    lines = every_line(blackbox.judge(builders.black_box_refund_twice(at="world")))
     assert any("world:tool.effect#2" in line for line in lines)
     assert not [line for line in lines if f"#{blackbox.OCCURRENCE_OFFSET}" in line]
 
@@ -122,7 +85,9 @@ def reply_lost_to_a_kill() -> history.TrialHistory:
     trial.tool_request("call_refund")
     trial.model_request(2)
     delivered = trial.delivery()
-    hit = world_hit(trial, "world:reply.accepted", 1, key=delivered.key, ledger_seq=delivered.seq)
+    hit = builders.world_hit(
+        trial, "world:reply.accepted", 1, key=delivered.key, ledger_seq=delivered.seq
+    )
     trial.fault("kill", at=hit, worker="w-1")
     trial.report("delivery_uncertain")
     trial.finished_at = trial.now
@@ -149,7 +114,7 @@ def reminder_struck(*, named: bool) -> history.TrialHistory:
     trial.model_request(0)
     trial.tool_request("call_remind")
     effect = trial.tools[-1]
-    hit = world_hit(
+    hit = builders.world_hit(
         trial, "world:tool.effect", 1, tool="post_message", key=effect.key, ledger_seq=effect.seq
     )
     trial.fault("kill", at=hit, worker="w-1")
@@ -176,7 +141,7 @@ def test_equal_arguments_and_no_named_key_are_not_guessed() -> None:
 
 def test_a_black_box_trial_of_an_engine_with_boundaries_never_says_it_reports_none() -> None:
     # `--mode both`: the engine declares every boundary; this trial just did not collect them.
-    trial = refund_twice(kill_at="world").model_copy(
+    trial = builders.black_box_refund_twice(at="world").model_copy(
         update={"declared_boundaries": boundaries.all_points()}
     )
     results = {r.invariant: r for r in blackbox.judge(trial)}
@@ -202,7 +167,7 @@ def test_an_engine_run_as_a_black_box_keeps_its_declared_boundaries() -> None:
 
 def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path) -> None:
     # `crashcert analyze` must judge a stored trial in the same words as the live one.
-    trial = refund_twice(kill_at="world").model_copy(
+    trial = builders.black_box_refund_twice(at="world").model_copy(
         update={"declared_boundaries": boundaries.all_points()}
     )
     artifacts.write_trial(tmp_path, trial, verdicts=[], verdict="FAIL", repro="crashcert run x")
@@ -212,7 +177,9 @@ def test_declared_boundaries_survive_the_trial_directory(tmp_path: pathlib.Path)
 
 
 def test_a_black_box_engine_is_said_to_report_no_claims() -> None:
-    trial = refund_twice(kill_at="world").model_copy(update={"declared_boundaries": []})
+    trial = builders.black_box_refund_twice(at="world").model_copy(
+        update={"declared_boundaries": []}
+    )
     fencing = next(r for r in blackbox.judge(trial) if r.invariant == "lease.fencing")
     assert fencing.summary == (
         "black box: the engine reports no run.claimed: handovers are invisible"
@@ -220,7 +187,10 @@ def test_a_black_box_engine_is_said_to_report_no_claims() -> None:
 
 
 def test_time_kill_leaves_unknown_outcome_unproven() -> None:
-    results = {r.invariant: r for r in blackbox.judge(refund_twice(kill_at="time"))}
+    results = {
+        r.invariant: r
+        for r in blackbox.judge(builders.black_box_refund_twice(at="time", worker=None))
+    }
     assert results["tool.at_most_once"].verdict is FAIL
     assert results["tool.unknown_outcome"].verdict is INCONCLUSIVE
     assert "time kill" in results["tool.unknown_outcome"].summary
