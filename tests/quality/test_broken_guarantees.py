@@ -13,9 +13,11 @@ one behaviour replaced) and share its helpers.
 from __future__ import annotations
 
 import concurrent.futures
+import pathlib
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from harness.checkers import verdict
 from harness.contract.engines import commands
@@ -62,17 +64,25 @@ CASES = (
 )
 IDS = [case.engine for case in CASES]
 
-INCIDENTS = (
-    # openai/openai-agents-python#4244: the approval is not honoured on resume.
-    broken.Case(
-        "forget_approval",
-        "oai_agents_4244_approval_lost_on_resume",
-        ("kill@run.claimed#2",),
-        ("run.liveness",),
-        says="not terminal",
-    ),
-)
-INCIDENT_IDS = [case.engine for case in INCIDENTS]
+# The named incident regressions, one file each: the scenario named after the public issue,
+# the broken engine reproducing it, the faults, and the invariant that must catch it.
+INCIDENT_CASES = pathlib.Path(__file__).resolve().parent / "incidents"
+
+
+def _incident(path: pathlib.Path) -> broken.Case:
+    case = yaml.safe_load(path.read_text())
+    assert case["scenario"] == path.stem, f"{path.name} names scenario {case['scenario']}"
+    return broken.Case(
+        case["engine"],
+        case["scenario"],
+        tuple(case["faults"]),
+        tuple(case["catches"]),
+        says=case.get("says", ""),
+    )
+
+
+INCIDENTS = tuple(_incident(path) for path in sorted(INCIDENT_CASES.glob("*.yaml")))
+INCIDENT_IDS = [case.scenario for case in INCIDENTS]
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +114,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
                 broken.CLEAN: (engine, broken.spec_for(case, engine_ref=ref, faults=False)),
             }
             for kind, (lab, spec) in jobs.items():
-                futures[(case.engine, kind)] = pool.submit(
-                    runner.run_trial, lab, spec, out_dir=out / kind / case.engine
+                futures[(case.scenario, kind)] = pool.submit(
+                    runner.run_trial, lab, spec, out_dir=out / kind / case.scenario
                 )
         try:
             yield futures
@@ -135,23 +145,21 @@ def test_reference_engine_passes(trials: broken.Trials, case: broken.Case) -> No
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.engine, broken.BROKEN)].result()
+    outcome = trials[(case.scenario, broken.BROKEN)].result()
     results = broken.by_invariant(outcome)
-    assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(
-        outcome
-    )
+    assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
     missed = [i for i in case.catches if results[i].verdict is not verdict.Verdict.FAIL]
-    assert not missed, f"{case.engine}: {missed} not FAIL\n{broken.explain(outcome)}"
+    assert not missed, f"{case.scenario}: {missed} not FAIL\n{broken.explain(outcome)}"
     assert case.says in results[case.catches[0]].summary, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_reference_engine_passes_the_incident(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.engine, broken.REFERENCE)].result()
+    outcome = trials[(case.scenario, broken.REFERENCE)].result()
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_passes_without_the_fault(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.engine, broken.CLEAN)].result()
+    outcome = trials[(case.scenario, broken.CLEAN)].result()
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
