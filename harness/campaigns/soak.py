@@ -279,6 +279,8 @@ def _run_history(
             return entry.run_key == run_key
         if isinstance(entry, ledger.ToolQuery):
             return (entry.tool, entry.key) in my_keys
+        if isinstance(entry, ledger.ToolRedeploy):  # the world's, so every run's
+            return True
         if isinstance(entry, ledger.ReplyDelivery | ledger.ReplyRequest):
             return entry.run_id == run_id
         if isinstance(entry, ledger.ReplyQuery):

@@ -203,7 +203,11 @@ def _model_event(entry: ledger.ModelRequest) -> dict[str, Any]:
     return _event(entry, f"model turn {entry.turn}", classes, details)
 
 
-def _tool_event(entry: ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery) -> dict[str, Any]:
+def _tool_event(entry: ledger.ToolEntry) -> dict[str, Any]:
+    if isinstance(entry, ledger.ToolRedeploy):
+        details = [f"version {entry.version}", f"fingerprint {entry.fingerprint}"]
+        details.append(f"after request seq {entry.after_request_seq}")
+        return _event(entry, f"redeploy {entry.tool}", ["event", "tool", "redeploy"], details)
     if isinstance(entry, ledger.ToolEffect):
         details = [f"key {entry.key}", f"arguments {_short(entry.arguments)}"]
         details.append(f"request seq {entry.request_seq}")

@@ -58,6 +58,15 @@ class ToolBehaviour(StrictModel):
     hang: bool = False
 
 
+class Redeploy(StrictModel):
+    """The tool is redeployed while the run goes on: once `after_requests` requests reached
+    it, `GET /tools` declares `version` (so a new fingerprint). A call sent before that is
+    replayed only if its fingerprint is unchanged (CONTRACT.md, tool.started)."""
+
+    after_requests: int = pydantic.Field(default=1, ge=1, le=limits.MAX_SCRIPTED_FAILURES)
+    version: Text
+
+
 class ToolSpec(StrictModel):
     name: str = pydantic.Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: Text = ""
@@ -71,6 +80,22 @@ class ToolSpec(StrictModel):
     requires_approval: bool = False
     version: Text = "1"
     behaviour: ToolBehaviour = pydantic.Field(default_factory=ToolBehaviour)
+    redeploy: Redeploy | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _new_version(self) -> ToolSpec:
+        if self.redeploy is not None and self.redeploy.version == self.version:
+            raise ValueError(
+                f"redeploy.version must differ from version ({self.version!r}): "
+                "the same version keeps the fingerprint"
+            )
+        return self
+
+    def redeployed(self) -> ToolSpec:
+        """The declaration served once `redeploy` happened (or this one, without it)."""
+        if self.redeploy is None:
+            return self
+        return self.model_copy(update={"version": self.redeploy.version, "redeploy": None})
 
     @property
     def fingerprint(self) -> str:

@@ -117,9 +117,7 @@ class TrialHistory(pydantic.BaseModel):
     run_id: str | None = None
     events: list[Event] = pydantic.Field(default_factory=list)
     model: list[ledger.ModelRequest] = pydantic.Field(default_factory=list)
-    tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = pydantic.Field(
-        default_factory=list
-    )
+    tools: list[ledger.ToolEntry] = pydantic.Field(default_factory=list)
     sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = pydantic.Field(
         default_factory=list
     )

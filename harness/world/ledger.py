@@ -63,6 +63,21 @@ class ToolQuery(Entry):
     result: Any = None  # the stored result the service answered with, when found
 
 
+class ToolRedeploy(Entry):
+    """From here on `GET /tools` declares the tool with this fingerprint (scenario
+    `redeploy`): a call sent before it may not be replayed after it."""
+
+    kind: Literal["tool.redeploy"] = "tool.redeploy"
+    tool: str
+    version: str
+    fingerprint: str
+    after_request_seq: int  # the request that made it happen
+
+
+# What the tool services record.
+ToolEntry = ToolRequest | ToolEffect | ToolQuery | ToolRedeploy
+
+
 class ReplyRequest(Entry):
     kind: Literal["reply.request"] = "reply.request"
     key: str | None
@@ -87,9 +102,7 @@ class ReplyQuery(Entry):
     status_code: int = 200  # 405: the sink is not queryable; 404: found is False
 
 
-AnyEntry = (
-    ModelRequest | ToolRequest | ToolEffect | ToolQuery | ReplyRequest | ReplyDelivery | ReplyQuery
-)
+AnyEntry = ModelRequest | ToolEntry | ReplyRequest | ReplyDelivery | ReplyQuery
 
 
 EntryT = TypeVar("EntryT", bound=Entry)

@@ -7,6 +7,8 @@ next `effect_then_fail` ones apply the effect and answer 500; later ones succeed
 service that honours idempotency keys applies one effect per key and answers repeats with
 the stored result; one that does not applies an effect on every successful request (that
 is how a blind retry refunds twice). Every request and every effect is recorded.
+A tool with `redeploy` changes its declaration (version, so fingerprint) once the scripted
+number of requests reached it, recorded in the ledger before that request is answered.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class ToolServices(http.Service):
         self._lock = threading.Lock()
         self._attempts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._applied: dict[tuple[str, str], Any] = {}  # (tool, key) -> result of 1st effect
+        self._arrived: collections.Counter[str] = collections.Counter()  # requests per tool
+        self._redeployed: set[str] = set()
         self._server = http.JsonServer(
             "tools",
             [
@@ -49,12 +53,18 @@ class ToolServices(http.Service):
             ],
         )
 
-    def entries(self) -> list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery]:
-        kinds = (ledger.ToolRequest, ledger.ToolEffect, ledger.ToolQuery)
+    def entries(self) -> list[ledger.ToolEntry]:
+        kinds = (ledger.ToolRequest, ledger.ToolEffect, ledger.ToolQuery, ledger.ToolRedeploy)
         return [e for e in self.ledger.snapshot() if isinstance(e, kinds)]
 
+    def declared(self, spec: schema.ToolSpec) -> schema.ToolSpec:
+        """The tool as `GET /tools` declares it now."""
+        with self._lock:
+            return spec.redeployed() if spec.name in self._redeployed else spec
+
     def _list(self, request: http.Request) -> http.Response:
-        return http.Response(200, {"tools": [tool.declaration() for tool in self.scenario.tools]})
+        tools = [self.declared(tool).declaration() for tool in self.scenario.tools]
+        return http.Response(200, {"tools": tools})
 
     def _execute(self, request: http.Request) -> http.Response:
         name = request.params["name"]
@@ -74,19 +84,20 @@ class ToolServices(http.Service):
         if not self._server.pause(behaviour.latency_ms / 1000):
             raise http.Abandon()
         if behaviour.hang:
-            self._record(name, key, arguments, HUNG_STATUS, "hung")
+            with self._lock:
+                self._reached(spec, self._record(name, key, arguments, HUNG_STATUS, "hung"))
             self._server.stopping.wait()
             raise http.Abandon()
         with self._lock:
             if spec.honours_idempotency_key and key and (name, key) in self._applied:
                 stored = self._applied[(name, key)]
-                self._record(name, key, arguments, 200, "deduplicated", stored)
+                self._reached(spec, self._record(name, key, arguments, 200, "deduplicated", stored))
                 return http.Response(200, {"result": stored})
             pair = (name, json.dumps(arguments, sort_keys=True, separators=(",", ":")))
             self._attempts[pair] += 1
             attempt = self._attempts[pair]
             if attempt <= behaviour.fail_first:
-                self._record(name, key, arguments, 503, "failed_before_effect")
+                self._reached(spec, self._record(name, key, arguments, 503, "failed_before_effect"))
                 return http.error_response(
                     503,
                     f"{name} is unavailable (scripted failure {attempt} of "
@@ -98,6 +109,7 @@ class ToolServices(http.Service):
                 entry = self._record(name, key, arguments, 500, "effect_then_failed")
             else:
                 entry = self._record(name, key, arguments, 200, "ok", behaviour.result)
+            self._reached(spec, entry)
             effect = self.ledger.append(
                 ledger.ToolEffect(tool=name, key=key, arguments=arguments, request_seq=entry.seq)
             )
@@ -127,13 +139,28 @@ class ToolServices(http.Service):
             result = self._applied.get((name, key))
             status = 200 if found else 404
             self.ledger.append(
-                ledger.ToolQuery(
-                    tool=name, key=key, found=found, status_code=status, result=result
-                )
+                ledger.ToolQuery(tool=name, key=key, found=found, status_code=status, result=result)
             )
         if found:
             return http.Response(200, {"applied": True, "result": result})
         return http.Response(404, {"applied": False})
+
+    def _reached(self, spec: schema.ToolSpec, request: ledger.ToolRequest) -> None:
+        """Count a request that reached the tool; redeploy it when the scenario says.
+        Called under the lock, so `GET /tools` never sees a half-made change."""
+        self._arrived[spec.name] += 1
+        if spec.redeploy is None or self._arrived[spec.name] != spec.redeploy.after_requests:
+            return
+        self._redeployed.add(spec.name)
+        new = spec.redeployed()
+        self.ledger.append(
+            ledger.ToolRedeploy(
+                tool=spec.name,
+                version=new.version,
+                fingerprint=new.fingerprint,
+                after_request_seq=request.seq,
+            )
+        )
 
     def _record(
         self,

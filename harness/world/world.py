@@ -26,9 +26,7 @@ class WorldSnapshot(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     model: list[ledger.ModelRequest] = pydantic.Field(default_factory=list)
-    tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = pydantic.Field(
-        default_factory=list
-    )
+    tools: list[ledger.ToolEntry] = pydantic.Field(default_factory=list)
     sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = pydantic.Field(
         default_factory=list
     )

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from harness import errors
+from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import ledger
 from harness.world import world as world_module
@@ -309,3 +311,39 @@ def test_effect_hook_runs_before_the_response_leaves(
         release.set()
         assert pending.result(5).status == 200
     assert seen == [("refund", False)]
+
+
+def test_redeploy_changes_the_declared_fingerprint_after_the_scripted_request(
+    make_world: fix_world.MakeWorld, http_json: fix_world.JsonClient
+) -> None:
+    world = make_world(
+        _scenario(
+            lookup={"replay": "replayable", "redeploy": {"after_requests": 2, "version": "2"}}
+        )
+    )
+
+    def fingerprint() -> str:
+        reply = http_json.get(f"{world.tools_url}/tools")
+        return str(reply.body["tools"][0]["fingerprint"])
+
+    before = fingerprint()
+    assert _call(http_json, world, "lookup", {"order": "42"}).status == 200
+    assert fingerprint() == before  # one request of the two
+    assert _call(http_json, world, "lookup", {"order": "42"}).status == 200
+    after = fingerprint()
+    assert _call(http_json, world, "lookup", {"order": "42"}).status == 200
+
+    assert after != before
+    assert after == world.scenario.tool("lookup").redeployed().fingerprint
+    assert fingerprint() == after  # redeployed once, for good
+    redeploys = [e for e in world.snapshot().tools if isinstance(e, ledger.ToolRedeploy)]
+    second = world.snapshot().tool_requests("lookup")[1]
+    assert [(e.tool, e.version, e.fingerprint) for e in redeploys] == [("lookup", "2", after)]
+    assert redeploys[0].after_request_seq == second.seq
+    assert second.seq < redeploys[0].seq  # recorded before that request was answered
+
+
+def test_a_redeploy_to_the_same_version_is_refused() -> None:
+    data = _scenario(lookup={"version": "3", "redeploy": {"version": "3"}})
+    with pytest.raises(errors.CrashcertError, match=r"redeploy\.version must differ"):
+        schema.parse(data)
