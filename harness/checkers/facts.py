@@ -360,6 +360,14 @@ def tool_queries(history: history_module.TrialHistory) -> list[ledger.ToolQuery]
     )
 
 
+def redeploys(history: history_module.TrialHistory, tool: str) -> list[ledger.ToolRedeploy]:
+    """When the tool's declaration (its fingerprint) changed during the trial."""
+    return sorted(
+        (e for e in history.tools if isinstance(e, ledger.ToolRedeploy) and e.tool == tool),
+        key=lambda entry: entry.seq,
+    )
+
+
 def expected_reply(history: history_module.TrialHistory) -> str | None:
     reply = history.scenario.final_reply
     return None if reply is None else schema.substitute_run_key(reply, history.run_key)

@@ -8,6 +8,10 @@
     database cut, ...) may still send its own request, which no query can rule out. A
     killed call that was not asked again ends `outcome_unknown`;
 (c) the report never claims a non-replayable call succeeded when the world saw no effect.
+
+A replayable call is judged by (b) like a non-replayable one when its tool was redeployed
+(its fingerprint changed) after the call had been sent: the contract replays a started call
+only under the fingerprint it was started with.
 """
 
 from __future__ import annotations
@@ -141,6 +145,7 @@ def _judge_repeats(
     failures: list[str],
     notes: list[str],
     decisive: list[str],
+    what: str = "a non-replayable call",
 ) -> list[ledger.ToolRequest]:
     spec = history.scenario.tool(call.tool)
     prior = [request for request in attempts if request.t < item.start]
@@ -169,8 +174,8 @@ def _judge_repeats(
             continue
         if not spec.queryable:
             failures.append(
-                f"{where} was requested again at seq {repeat.seq} (key {repeat.key!r}): a "
-                "non-replayable call whose outcome is unknown must not be re-executed"
+                f"{where} was requested again at seq {repeat.seq} (key {repeat.key!r}): "
+                f"{what} whose outcome is unknown must not be re-executed"
             )
             continue
         queries = [
@@ -207,6 +212,30 @@ def _judge_repeats(
                 f"{queries[-1].seq}), and only then run again (seq {repeat.seq})"
             )
     return repeats
+
+
+def _changed_under(
+    history: history_module.TrialHistory,
+    item: facts.Interruption,
+    tool: str,
+    attempts: list[ledger.ToolRequest],
+) -> tuple[ledger.ToolRedeploy, list[ledger.ToolRequest]] | None:
+    """The redeploy of the tool after this call was sent, and the attempts to judge: those
+    before the fault and those after the redeploy. None when the call was not sent under
+    the old fingerprint: a kill leaves only requests before the fault as the call's own; a
+    503 (applied false) started nothing."""
+    for change in facts.redeploys(history, tool):
+        sent = [
+            request
+            for request in attempts
+            if request.seq < change.seq
+            and request.outcome != "failed_before_effect"
+            and (request.t < item.start or item.fault.action != "kill")
+        ]
+        if sent:
+            judged = [r for r in attempts if r.t < item.start or r.seq > change.seq]
+            return change, judged
+    return None
 
 
 def _struck(item: facts.Interruption) -> str:
@@ -270,12 +299,30 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
             continue
         call = target.call
-        if not facts.is_non_replayable(history, call.tool):
+        replayable = not facts.is_non_replayable(history, call.tool)
+        attempts: list[ledger.ToolRequest] = []
+        if not replayable or facts.redeploys(history, call.tool):
+            attempts = _attempts(history, target, item, scripted, named, unknowns)
+        changed = _changed_under(history, item, call.tool, attempts) if replayable else None
+        if replayable and changed is None:
             notes.append(f"{call} interrupted by {item.describe()}: replayable, may run again")
             decisive.append(f"{call} interrupted by {_struck(item)}: replayable, may run again")
             continue
-        attempts = _attempts(history, target, item, scripted, named, unknowns)
-        repeats = _judge_repeats(history, item, call, attempts, failures, notes, decisive)
+        what = "a non-replayable call"
+        if changed is not None:
+            change, attempts = changed
+            what = (
+                f"a call sent before its tool was redeployed (seq {change.seq}, fingerprint "
+                f"now {change.fingerprint})"
+            )
+            notes.append(
+                f"{call} interrupted by {item.describe()}: replayable, but {call.tool} was "
+                f"redeployed at seq {change.seq} (fingerprint {change.fingerprint}) after the "
+                "call was sent: judged as non-replayable"
+            )
+        repeats = _judge_repeats(
+            history, item, call, attempts, failures, notes, decisive, what=what
+        )
         if not repeats:
             found = reported.get(target.call_id or "")
             state = found.state if found else None

@@ -38,7 +38,10 @@ def refund_scenario(
     refund_honours_key: bool = False,
     expect: str = "succeeded",
     deadline_s: float = 20.0,
+    lookup_redeployed: bool = False,
 ) -> schema.Scenario:
+    # lookup_redeployed: the lookup service is redeployed (version 2) after its first request
+    redeploy = {"redeploy": {"version": "2"}} if lookup_redeployed else {}
     return schema.parse(
         {
             "name": "refund",
@@ -50,6 +53,7 @@ def refund_scenario(
                     "replay": "replayable",
                     "effect": "read",
                     "behaviour": {"result": LOOKUP_RESULT},
+                    **redeploy,
                 },
                 {
                     "name": "refund_order",
@@ -147,7 +151,7 @@ class Trial:
             history_module.BoundaryHit | history_module.FaultApplied | history_module.WorkerEvent
         ] = []
         self.model: list[ledger.ModelRequest] = []
-        self.tools: list[ledger.ToolRequest | ledger.ToolEffect | ledger.ToolQuery] = []
+        self.tools: list[ledger.ToolEntry] = []
         self.sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = []
         self.reports: list[run_report.RunReport] = []
         self.occurrences: dict[str, int] = {}
@@ -358,6 +362,21 @@ class Trial:
                 )
             )
         return request
+
+    def redeploy(self, after: ledger.ToolRequest) -> ledger.ToolRedeploy:
+        """The world redeploys the tool of `after` (scenario `redeploy`) once it arrived."""
+        new = self.scenario.tool(after.tool).redeployed()
+        seq, t = self.tick()
+        entry = ledger.ToolRedeploy(
+            seq=seq,
+            t=t,
+            tool=after.tool,
+            version=new.version,
+            fingerprint=new.fingerprint,
+            after_request_seq=after.seq,
+        )
+        self.tools.append(entry)
+        return entry
 
     def tool_query(self, call_id: str, *, found: bool, key: str | None = None) -> ledger.ToolQuery:
         call = self.scripted_call(call_id)
