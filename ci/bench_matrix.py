@@ -2,7 +2,7 @@
 time goes, the harness's peak RSS, and the ratio to a floor measured in the same run. Prints
 figures; asserts nothing (shared machines are noisy).
 
-    .venv/bin/python ci/bench_matrix.py [--scenario refund ...] [--jobs 2]
+    .venv/bin/python ci/bench_matrix.py [--scenario refund ...] [--jobs 2|auto]
 
 The floor is what no fault trial can beat: the median baseline's clone of the template,
 worker fork and the scenario's commits with no faults (start of the trial to the run seen
@@ -19,7 +19,7 @@ import tempfile
 import time
 from typing import Any
 
-from harness.campaigns import matrix
+from harness.campaigns import autojobs, matrix
 from harness.contract.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", action="append", default=[])
     parser.add_argument("--engine", default="reference")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", default="2", help="a number, or auto (measured load)")
     args = parser.parse_args()
     names = args.scenario or [s.name for s in schema.load_all()]
     engine = commands.find(args.engine)
@@ -65,14 +65,14 @@ def main() -> None:
                 [(name, schema.find(name)) for name in names],
                 out_dir=pathlib.Path(out),
                 engine_ref=args.engine,
-                jobs=args.jobs,
+                jobs=autojobs.parse(args.jobs),
             )
     durations = [o.history.ended_at - o.history.started_at for o in result.outcomes]
     faulted = [o.history.ended_at - o.history.started_at for o in result.outcomes if o.spec.plan]
     floor = _floor(result.outcomes)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"lab start (Postgres, Toxiproxy, template, fork server): {lab_ready:.2f} s")
-    print(f"trials: {len(result.outcomes)}  verdict: {result.verdict.value}  jobs: {args.jobs}")
+    print(f"trials: {len(result.outcomes)}  verdict: {result.verdict.value}  jobs: {result.jobs}")
     print(f"matrix wall time: {result.wall_s:.1f} s")
     print(f"throughput: {len(result.outcomes) / result.wall_s:.2f} trials/s")
     print(

@@ -11,13 +11,34 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 NOTE = "stopped by the user (Ctrl-C) before the trial ended"
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 _requested = threading.Event()
+
+
+class Sizer(Protocol):
+    """`--jobs auto` (harness/campaigns/autojobs.py): sizes the pool while it runs."""
+
+    @property
+    def cap(self) -> int: ...
+
+    def run(
+        self, pool: concurrent.futures.Executor, function: Callable[[Any], Any], items: list[Any]
+    ) -> list[Any]: ...
+
+    def describe(self) -> str: ...
+
+
+# How many trials run at once: a number, or sized by measured load.
+Jobs = int | Sizer
+
+
+def describe(jobs: Jobs) -> str:
+    return str(jobs) if isinstance(jobs, int) else jobs.describe()
 
 
 class Interrupted(Exception):
@@ -34,13 +55,16 @@ def check() -> None:
 
 
 def run_pool(
-    function: Callable[[Item], Result], items: Iterable[Item], *, jobs: int
+    function: Callable[[Item], Result], items: Iterable[Item], *, jobs: Jobs
 ) -> list[Result]:
     """`function` over `items`, `jobs` at a time, results in order. On Ctrl-C, trials not
     started are dropped, running ones stop and are stored as interrupted, then it re-raises."""
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
+    workers = max(1, jobs) if isinstance(jobs, int) else jobs.cap
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
     try:
-        return list(pool.map(function, items))
+        if isinstance(jobs, int):
+            return list(pool.map(function, items))
+        return jobs.run(pool, function, list(items))
     except KeyboardInterrupt:
         _requested.set()
         pool.shutdown(wait=True, cancel_futures=True)

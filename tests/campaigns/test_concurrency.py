@@ -1,0 +1,117 @@
+"""`--jobs auto`: the pure controller fed samples (its decisions), and the pool that follows
+it (never more in flight than it says, results in order)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from harness import errors
+from harness.campaigns import autojobs, concurrency, interrupt
+
+Sample = concurrency.Sample
+CALM = Sample(pressure=5.0, load=0.3, latency=0.08)
+
+
+def _feed(controller: concurrency.Controller, sample: Sample, count: int) -> list[str]:
+    return [controller.observe(sample).reason for _ in range(count)]
+
+
+def test_it_starts_at_two_and_waits_for_the_first_trials() -> None:
+    controller = concurrency.Controller(cores=2)
+    assert controller.limit == 2 and controller.cap == 8
+    assert _feed(controller, CALM, 2) == ["wait", "wait"]
+    assert controller.reference is None
+    assert controller.observe(CALM).reason == "room"  # the third sets the reference
+    assert controller.limit == 3 and controller.reference == pytest.approx(0.08)
+
+
+def test_it_grows_one_at_a_time_after_limit_trials_at_each_level_up_to_the_cap() -> None:
+    controller = concurrency.Controller(cores=1)  # cap 4
+    reasons = _feed(controller, CALM, 40)
+    assert controller.limit == 4 and controller.history == [2, 3, 4]
+    # three trials to learn, then three more at 3 before growing to 4
+    assert reasons[:6] == ["wait", "wait", "room", "wait", "wait", "room"]
+    assert reasons[-1] == "hold"  # at the cap
+
+
+def test_cpu_pressure_shrinks_and_stops_growth() -> None:
+    controller = concurrency.Controller(cores=2, start=4)
+    assert _feed(controller, CALM, 4)[-2:] == ["wait", "room"]  # four trials at four
+    assert controller.limit == 5
+    _feed(controller, Sample(pressure=45.0, load=0.3, latency=0.08), 5)
+    assert controller.limit == 5  # between room and busy: it holds
+    reasons = _feed(controller, Sample(pressure=80.0, load=0.3, latency=0.08), 5)
+    busy = "busy: CPU pressure 80%"
+    # one step down at once, then four trials at four before the next step
+    assert reasons == [busy, "wait", "wait", "wait", busy]
+    assert controller.history == [4, 5, 4, 3]
+
+
+def test_slower_trials_shrink_it_and_it_never_goes_below_one() -> None:
+    controller = concurrency.Controller(cores=2, start=1)
+    _feed(controller, Sample(latency=0.1), 3)  # no PSI, no load: latency alone decides
+    assert controller.limit == 2
+    slow = Sample(latency=0.35)
+    reasons = _feed(controller, slow, 10)
+    assert "busy: trials start 3.5x slower" in reasons
+    assert controller.limit == 1 and min(controller.history) == 1
+
+
+def test_load_average_per_core_is_a_busy_signal() -> None:
+    controller = concurrency.Controller(cores=2, start=3)
+    _feed(controller, CALM, 3)
+    limit = controller.limit
+    _feed(controller, Sample(pressure=None, load=2.5, latency=0.08), limit)
+    assert controller.limit == limit - 1
+
+
+def test_without_boundaries_the_machine_alone_decides() -> None:
+    controller = concurrency.Controller(cores=2)
+    _feed(controller, Sample(pressure=1.0, load=0.1, latency=None), 3)
+    assert controller.limit == 3 and controller.reference is None
+    assert controller.describe() == "auto (2 to 3, ended at 3)"
+
+
+def test_pressure_file_is_read_and_its_absence_is_none(tmp_path) -> None:
+    path = tmp_path / "cpu"
+    path.write_text(
+        "some avg10=28.38 avg60=31.83 avg300=17.76 total=4468962894\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    )
+    assert autojobs.pressure(path) == pytest.approx(28.38)
+    assert autojobs.pressure(tmp_path / "missing") is None
+
+
+def test_jobs_parse_numbers_and_auto_and_refuse_the_rest() -> None:
+    assert autojobs.parse("3") == 3
+    assert isinstance(autojobs.parse("auto"), autojobs.Auto)
+    for text in ("0", "-1", "many"):
+        with pytest.raises(errors.CrashcertError):
+            autojobs.parse(text)
+
+
+def test_the_pool_follows_the_controller_and_keeps_the_order() -> None:
+    busy = iter([80.0] * 6 + [5.0] * 100)  # busy first: it shrinks to 1, then grows
+    auto = autojobs.Auto(
+        concurrency.Controller(cores=1, start=2), machine=lambda: (next(busy), None)
+    )
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0, "seen": []}
+
+    def work(item: int) -> int:
+        with lock:
+            state["now"] += 1
+            state["seen"].append((state["now"], auto.controller.limit))
+        threading.Event().wait(0.01)
+        with lock:
+            state["now"] -= 1
+        return item * 10
+
+    results = interrupt.run_pool(work, list(range(30)), jobs=auto)
+    assert results == [item * 10 for item in range(30)]
+    assert all(now <= limit + 1 for now, limit in state["seen"])  # a shrink lets one finish
+    assert 1 in auto.controller.history and auto.controller.limit > 1
+    assert interrupt.describe(auto).startswith("auto (2 to ")
+    assert interrupt.describe(3) == "3"
