@@ -13,7 +13,8 @@ import dataclasses
 import json
 import pathlib
 import time
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 import rich.console
 import rich.table
@@ -21,6 +22,7 @@ import rich.table
 from harness import checkers, errors
 from harness.campaigns import interrupt
 from harness.campaigns import matrix as matrix_module
+from harness.campaigns import shard as shard_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
@@ -36,32 +38,21 @@ DEFAULT_TIME_KILLS = 2
 # Matches no point: a mode whose points were all filtered out runs its baselines only.
 _NO_POINT = "-"
 TIME = "time"
+# A shard's plan names a scenario's time kills as one item: their moments come from the
+# wall-clock span of the baseline, which differs on every machine; one shard runs them all.
+TIME_KILLS = "time kills"
 PLAN_APPLIED = "plan.applied"
 Verdict = verdict_module.Verdict
 
 
-@dataclasses.dataclass(frozen=True)
-class CertTrial:
-    mode: Mode
-    outcome: runner.TrialOutcome
+class Counted:
+    """How a certificate counts a trial's results (a live trial's or a shard's record)."""
 
-    @property
-    def fault_class(self) -> str:
-        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time of its first fault."""
-        plan = self.outcome.spec.plan
-        if not plan:
-            return "baseline"
-        point = plan[0].point
-        if boundaries.is_world_point(point):
-            where = "world"
-        elif boundaries.time_point_seconds(point) is not None:
-            where = TIME
-        else:
-            where = "boundary"
-        return f"{plan[0].action}@{where}"
+    def checks(self) -> Sequence[verdict_module.CheckResult]:
+        raise NotImplementedError
 
     def result(self, invariant: str) -> verdict_module.CheckResult | None:
-        return next((r for r in self.outcome.results if r.invariant == invariant), None)
+        return next((r for r in self.checks() if r.invariant == invariant), None)
 
     @property
     def struck(self) -> bool:
@@ -81,20 +72,96 @@ class CertTrial:
         return result.verdict
 
 
+@dataclasses.dataclass(frozen=True)
+class CertTrial(Counted):
+    mode: Mode
+    outcome: runner.TrialOutcome
+
+    @property
+    def fault_class(self) -> str:
+        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time of its first fault."""
+        plan = self.outcome.spec.plan
+        if not plan:
+            return "baseline"
+        point = plan[0].point
+        if boundaries.is_world_point(point):
+            where = "world"
+        elif boundaries.time_point_seconds(point) is not None:
+            where = TIME
+        else:
+            where = "boundary"
+        return f"{plan[0].action}@{where}"
+
+    def checks(self) -> Sequence[verdict_module.CheckResult]:
+        return self.outcome.results
+
+    @property
+    def scenario(self) -> str:
+        return self.outcome.spec.scenario.name
+
+    @property
+    def label(self) -> str:
+        return self.outcome.spec.label
+
+    @property
+    def trial_verdict(self) -> Verdict:
+        return self.outcome.verdict
+
+    @property
+    def repro(self) -> str:
+        return self.outcome.repro
+
+    @property
+    def directory(self) -> str:
+        return str(self.outcome.directory)
+
+    def json(self) -> dict[str, Any]:
+        return summary.outcome_json(self.outcome)
+
+
+class Trial(Protocol):
+    """What a certificate needs of a trial: a CertTrial, or one a shard recorded
+    (harness/campaigns/merge_certify.py)."""
+
+    @property
+    def mode(self) -> Mode: ...
+    @property
+    def fault_class(self) -> str: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def trial_verdict(self) -> Verdict: ...
+    @property
+    def repro(self) -> str: ...
+    @property
+    def directory(self) -> str: ...
+    @property
+    def struck(self) -> bool: ...
+    def checks(self) -> Sequence[verdict_module.CheckResult]: ...
+    def result(self, invariant: str) -> verdict_module.CheckResult | None: ...
+    def verdict(self, invariant: str) -> Verdict: ...
+    def json(self) -> dict[str, Any]: ...
+
+
 @dataclasses.dataclass
 class Certification:
     engine: str
     engine_ref: str
     modes: list[Mode]
-    trials: list[CertTrial] = dataclasses.field(default_factory=list)
+    trials: list[Trial] = dataclasses.field(default_factory=list)
     unreached: list[str] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
+    # Every trial of the whole plan, (mode, scenario, label) in order, whichever shard runs it.
+    planned: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    jobs: str = ""  # how many trials ran at once, as the summary says it
 
     @property
     def invariants(self) -> tuple[str, ...]:
         return checkers.INVARIANTS
 
-    def verdict_of(self, invariant: str, trials: list[CertTrial] | None = None) -> Verdict:
+    def verdict_of(self, invariant: str, trials: list[Trial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
         chosen = self.trials if trials is None else trials
         return verdict_module.worst(trial.verdict(invariant) for trial in chosen)
@@ -117,24 +184,24 @@ class Certification:
                 seen.append(name)
         return seen
 
-    def in_class(self, name: str) -> list[CertTrial]:
+    def in_class(self, name: str) -> list[Trial]:
         return [t for t in self.trials if f"{t.mode}:{t.fault_class}" == name]
 
-    def failing(self) -> list[CertTrial]:
+    def failing(self) -> list[Trial]:
         """Trials where some invariant FAILed or ERRORed (INCONCLUSIVE shows in the table)."""
         bad = (Verdict.FAIL, Verdict.ERROR)
         return [
             t
             for t in self.trials
-            if any(r.verdict in bad and r.invariant in self.invariants for r in t.outcome.results)
+            if any(r.verdict in bad and r.invariant in self.invariants for r in t.checks())
         ]
 
     @property
-    def errors(self) -> list[CertTrial]:
-        return [t for t in self.trials if t.outcome.verdict is Verdict.ERROR]
+    def errors(self) -> list[Trial]:
+        return [t for t in self.trials if t.trial_verdict is Verdict.ERROR]
 
     @property
-    def not_applied(self) -> list[CertTrial]:
+    def not_applied(self) -> list[Trial]:
         return [t for t in self.trials if not t.struck]
 
 
@@ -164,10 +231,14 @@ def certify(
     points: list[str] | None = None,
     time_kills: int = DEFAULT_TIME_KILLS,
     seed: int = 0,
-    jobs: int = 2,
+    jobs: interrupt.Jobs = 2,
     progress: matrix_module.Progress | None = None,
+    shard: shard_module.Shard | None = None,
 ) -> Certification:
-    """Run the matrix in each mode; `points` mixes boundary names, world points and `time`."""
+    """Run the matrix in each mode; `points` mixes boundary names, world points and `time`.
+
+    With a `shard`, every baseline runs and only the shard's fault trials (a scenario's
+    time kills go together to the shard that owns its TIME_KILLS item)."""
     started = time.monotonic()
     faults = faults or ["kill"]
     modes = resolve_modes(mode, lab.engine.boundaries)
@@ -185,18 +256,25 @@ def certify(
             jobs=jobs,
             points=wanted,
             progress=progress,
+            shard=shard,
         )
         result.trials.extend(CertTrial(chosen, outcome) for outcome in matrix.outcomes)
+        result.planned.extend((chosen, scenario, label) for scenario, label in matrix.planned)
         result.unreached.extend(f"{chosen}:{point}" for point in matrix.unreached)
         timed = "kill" in faults and (points is None or TIME in points)
         if chosen == "blackbox" and timed and time_kills > 0:
             baselines = [o for o in matrix.outcomes if not o.spec.plan]
+            names = [o.spec.scenario.name for o in baselines]
+            result.planned.extend((chosen, name, TIME_KILLS) for name in names)
+            if shard is not None:
+                baselines = [o for o in baselines if shard.owns(o.spec.scenario.name, TIME_KILLS)]
             outcomes = _time_trials(
                 mode_lab, baselines, count=time_kills, seed=seed, jobs=jobs,
                 out_dir=out_dir / chosen, progress=progress,
             )  # fmt: skip
             result.trials.extend(CertTrial(chosen, outcome) for outcome in outcomes)
     result.wall_s = time.monotonic() - started
+    result.jobs = interrupt.describe(jobs)
     return result
 
 
@@ -216,7 +294,7 @@ def _time_trials(
     *,
     count: int,
     seed: int,
-    jobs: int,
+    jobs: interrupt.Jobs,
     out_dir: pathlib.Path,
     progress: matrix_module.Progress | None,
 ) -> list[runner.TrialOutcome]:
@@ -249,9 +327,7 @@ def _first_problem(cert: Certification, invariant: str) -> str:
         for trial in cert.trials:
             result = trial.result(invariant)
             if result is not None and result.verdict is wanted:
-                return f"{trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: " + (
-                    result.summary
-                )
+                return f"{trial.scenario} {trial.label}: {result.summary}"
     return ""
 
 
@@ -281,21 +357,22 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         terminal.line(
             (f"level {level.value}", "bold"),
             f": {levels.spec(level).meaning} "
-            f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s)",
+            f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s"
+            + (f", jobs {cert.jobs})" if cert.jobs else ")"),
         )
     )
     for trial in cert.failing():
-        bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+        bad = [r for r in trial.checks() if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
         console.print(
-            f"  [{trial.mode}] {trial.outcome.spec.scenario.name} {trial.outcome.spec.label}: "
+            f"  [{trial.mode}] {trial.scenario} {trial.label}: "
             + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
-            + f"\n    rerun: {trial.outcome.repro}",
+            + f"\n    rerun: {trial.repro}",
         )
         first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
         # Evidence is plain text (it may hold brackets) and names files in the trial
         # directory, e.g. workers/*.log of a worker that crashed.
         console.print(
-            f"    why: {first.invariant}: {first.summary}\n    trial: {trial.outcome.directory}",
+            f"    why: {first.invariant}: {first.summary}\n    trial: {trial.directory}",
             markup=False,
             highlight=False,
         )
@@ -339,30 +416,30 @@ def to_json(cert: Certification) -> dict[str, Any]:
         "failing": [
             {
                 "mode": trial.mode,
-                "scenario": trial.outcome.spec.scenario.name,
-                "label": trial.outcome.spec.label,
+                "scenario": trial.scenario,
+                "label": trial.label,
                 "invariants": {
                     r.invariant: r.verdict.value
-                    for r in trial.outcome.results
+                    for r in trial.checks()
                     if r.verdict is not Verdict.PASS
                 },
                 "summary": next(
-                    (r.summary for r in trial.outcome.results if r.verdict is Verdict.FAIL), ""
+                    (r.summary for r in trial.checks() if r.verdict is Verdict.FAIL), ""
                 ),
-                "repro": trial.outcome.repro,
-                "directory": str(trial.outcome.directory),
+                "repro": trial.repro,
+                "directory": trial.directory,
             }
             for trial in cert.failing()
         ],
         "trials": [
-            {"mode": trial.mode, "fault_class": trial.fault_class, **summary.outcome_json(o)}
+            {"mode": trial.mode, "fault_class": trial.fault_class, **trial.json()}
             for trial in cert.trials
-            for o in [trial.outcome]
         ],
         "errors": len(cert.errors),
-        "not_applied": [t.outcome.spec.label for t in cert.not_applied],
+        "not_applied": [t.label for t in cert.not_applied],
         "unreached": cert.unreached,
         "wall_s": round(cert.wall_s, 3),
+        "jobs": cert.jobs,
     }
 
 
@@ -381,7 +458,7 @@ def to_markdown(cert: Certification) -> str:
         f"**Level {level.value}**: {levels.spec(level).meaning}.",
         "",
         f"{len(cert.trials)} trials in {cert.wall_s:.1f}s; modes: {', '.join(cert.modes)}; "
-        f"scenarios: {', '.join(sorted({t.outcome.spec.scenario.name for t in cert.trials}))}.",
+        f"scenarios: {', '.join(sorted({t.scenario for t in cert.trials}))}.",
         "",
         "| level | holds | invariants not held |",
         "|---|---|---|",
@@ -407,15 +484,14 @@ def to_markdown(cert: Certification) -> str:
     if failing:
         lines += ["", "## Failing cases", ""]
         for trial in failing:
-            bad = [r for r in trial.outcome.results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+            bad = [r for r in trial.checks() if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
             first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
             lines.append(
-                f"- [{trial.mode}] {trial.outcome.spec.scenario.name} "
-                f"`{trial.outcome.spec.label}`: "
+                f"- [{trial.mode}] {trial.scenario} `{trial.label}`: "
                 + ", ".join(f"{r.invariant} {r.verdict.value}" for r in bad)
                 + f"; {first.invariant}: {first.summary}"
             )
-            lines.append(f"  `{trial.outcome.repro}`")
+            lines.append(f"  `{trial.repro}`")
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,11 @@ run.liveness alone (the weakest evidence: a hang, or a slow machine) may shrink 
 safety failure; a safety failure never shrinks into a different one. The minimal schedule
 is replayed from scratch: a failure that does not fail every replay is FLAKY, never a pass.
 
-The search is seeded: the same seed and baseline trace give the same schedules.
+The search is seeded: the same seed and baseline trace give the same schedules. That is
+what shards it (`--shard I/N`): every shard generates the same list, runs the schedules whose
+label hashes to it and passes over the others as if they had passed, so that until a shard
+finds a failure the shards together run exactly the unsharded search's schedules. A shard
+that finds one shrinks and replays it alone (harness/campaigns/merge_explore.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import yaml
 from hypothesis import strategies as st
 
 from harness import errors
+from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan, spec
@@ -108,6 +113,9 @@ class ExploreResult:
     verdicts: dict[str, int] = dataclasses.field(default_factory=dict)  # over all trials
     failure: Failure | None = None
     wall_s: float = 0.0
+    passed_over: int = 0  # generated schedules another shard runs
+    # With a shard: every schedule the unsharded search would generate, by label, in order.
+    planned: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def trials(self) -> int:
@@ -210,9 +218,16 @@ class _Search:
     """The condition Hypothesis searches with: a cached, budgeted trial per schedule."""
 
     def __init__(
-        self, run: RunSchedule, result: ExploreResult, *, shrink_budget: int, progress: Progress
+        self,
+        run: RunSchedule,
+        result: ExploreResult,
+        *,
+        shrink_budget: int,
+        progress: Progress,
+        owns: Owns | None = None,
     ) -> None:
         self._run = run
+        self._owns = owns
         self._result = result
         self._shrink_budget = shrink_budget
         self._progress = progress
@@ -223,6 +238,10 @@ class _Search:
 
     def __call__(self, schedule: list[spec.FaultStep]) -> bool:
         key = tuple(step.label() for step in schedule)
+        if self.signature is None and self._owns is not None and not self._owns(schedule):
+            # another shard's: passed over as a pass, so the search goes on as unsharded
+            self._result.passed_over += 1
+            return False
         observation = self._seen.get(key)
         if observation is None:
             shrinking = self.signature is not None
@@ -260,6 +279,8 @@ class _Search:
 
 
 Progress = Callable[[str, list[spec.FaultStep], Observation], None]
+# Whether this shard runs a generated schedule (None: every schedule is this run's).
+Owns = Callable[[list[spec.FaultStep]], bool]
 
 
 def _quiet(purpose: str, schedule: list[spec.FaultStep], observation: Observation) -> None:
@@ -282,10 +303,12 @@ def search(
     shrink_budget: int = DEFAULT_SHRINK_BUDGET,
     replays: int = DEFAULT_REPLAYS,
     progress: Progress | None = None,
+    owns: Owns | None = None,
 ) -> tuple[ExploreResult, _Search]:
     """Generate up to `examples` schedules over `space`; shrink and replay the first failure.
 
     Pure of I/O itself: `run` executes a schedule (a real trial, or a fake in unit tests).
+    With `owns`, schedules it refuses are passed over until a failure is found.
     """
     if examples < 1:
         raise errors.CrashcertError("--examples must be at least 1")
@@ -294,7 +317,7 @@ def search(
     started = time.monotonic()
     result = ExploreResult(seed=seed, candidates=len(space.all()))
     tell = progress or _quiet
-    condition = _Search(run, result, shrink_budget=shrink_budget, progress=tell)
+    condition = _Search(run, result, shrink_budget=shrink_budget, progress=tell, owns=owns)
     strategy = schedules(space, check_faults(faults), max_faults=max_faults)
     config = hypothesis.settings(
         max_examples=examples,
@@ -356,6 +379,27 @@ def _confirm(
     return failure
 
 
+def generated(
+    space: Space,
+    *,
+    faults: Sequence[str],
+    examples: int,
+    seed: int,
+    max_faults: int = DEFAULT_MAX_FAULTS,
+) -> list[str]:
+    """The labels of the schedules `search` generates while nothing fails, in order: the
+    plan every shard of one exploration shares (no trial runs)."""
+
+    def passes(schedule: list[spec.FaultStep], purpose: str) -> Observation:
+        del schedule, purpose
+        return Observation(verdict=verdict_module.Verdict.PASS, failing=())
+
+    _, condition = search(
+        passes, space, faults=faults, examples=examples, seed=seed, max_faults=max_faults
+    )
+    return ["+".join(labels) for labels in condition.generated]
+
+
 # -- against a real Lab ---------------------------------------------------------------------
 
 
@@ -374,8 +418,10 @@ def explore(
     scenario_ref: str | None = None,
     engine_ref: str = "reference",
     progress: Progress | None = None,
+    shard: shard_module.Shard | None = None,
 ) -> ExploreResult:
-    """Baseline, then `search` with real trials; a failure gets its repro and schedule file."""
+    """Baseline, then `search` with real trials; a failure gets its repro and schedule file.
+    With a `shard`, only the generated schedules it owns run (shrinking is the shard's own)."""
     faults = check_faults(faults)
     counter = itertools.count(1)
     base = runner.TrialSpec(
@@ -394,6 +440,10 @@ def explore(
             f"nothing to explore from; see {baseline.directory} (rerun: {baseline.repro})"
         )
     space = candidates(plan.baseline_trace(baseline.history), points=points)
+
+    def owns(schedule: list[spec.FaultStep]) -> bool:
+        return shard is None or shard.owns(scenario.name, plan.plan_label(schedule))
+
     result, _ = search(
         run,
         space,
@@ -404,7 +454,12 @@ def explore(
         shrink_budget=shrink_budget,
         replays=replays,
         progress=progress,
+        owns=None if shard is None else owns,
     )
+    if shard is not None:
+        result.planned = generated(
+            space, faults=faults, examples=examples, seed=seed, max_faults=max_faults
+        )
     if result.failure is not None:
         spec = base.model_copy(update={"plan": result.failure.schedule})
         result.failure.repro = runner.repro_command(spec)
@@ -441,6 +496,8 @@ def render(result: ExploreResult) -> list[str]:
         f"{result.shrinks} shrink and {result.replays} replay trials ({counts or 'none'}) "
         f"in {result.wall_s:.1f}s"
     ]
+    if result.passed_over:
+        lines.append(f"{result.passed_over} generated schedules left to the other shards")
     failure = result.failure
     if failure is None:
         lines.append("no failure found")
@@ -476,6 +533,7 @@ def summary(result: ExploreResult) -> dict[str, object]:
         "verdicts": result.verdicts,
         "wall_s": round(result.wall_s, 3),
         "exit_code": result.exit_code,
+        "passed_over": result.passed_over,
         "failure": None
         if failure is None
         else {

@@ -28,6 +28,7 @@ class MatrixResult:
     wall_s: float = 0.0
     # Every trial of the whole plan, (scenario, label) in order, whichever shard runs it.
     planned: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    jobs: str = ""  # how many fault trials ran at once, as the summary says it
 
     @property
     def verdict(self) -> verdict_module.Verdict:
@@ -46,17 +47,18 @@ def run_matrix(
     faults: list[str] | None = None,
     second_kill: bool = False,
     seed: int = 0,
-    jobs: int = 1,
+    jobs: interrupt.Jobs = 1,
     points: list[str] | None = None,
     progress: Progress | None = None,
     shard: shard_module.Shard | None = None,
 ) -> MatrixResult:
     """`scenarios` pairs how the user named each scenario with the scenario itself.
 
-    Baselines run first, one at a time; then the fault trials, `jobs` at a time (each trial
-    has its own database, world, socket and proxies). A trial that restarts Postgres runs
-    alone, since the restart strikes every trial's connections. With a `shard`, only the
-    fault trials it owns run after every baseline (the plan is derived from them all).
+    Baselines run first, one at a time; then the fault trials, `jobs` at a time, or as many
+    as the measured load allows (autojobs.Auto); each trial has its own database, world,
+    socket and proxies. A trial that restarts Postgres runs alone, since the restart strikes
+    every trial's connections. With a `shard`, only the fault trials it owns run after every
+    baseline (the plan is derived from them all).
     """
     started = time.monotonic()
     result = MatrixResult()
@@ -89,6 +91,7 @@ def run_matrix(
 
     result.outcomes.extend(interrupt.run_pool(run, specs, jobs=jobs))  # in the plan's order
     result.unreached = plan.unreached(lab.engine.boundaries, traces)
+    result.jobs = interrupt.describe(jobs)
     result.wall_s = time.monotonic() - started
     return result
 

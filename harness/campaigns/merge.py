@@ -2,7 +2,9 @@
 
 Refuses what would make the merged verdict a lie: shards of different plans (fingerprints),
 of different crashcert versions, a shard given twice, a missing shard, or a planned trial no
-shard reports. A baseline every shard ran counts once, with its worst verdict.
+shard reports. A baseline every shard ran counts once, with its worst verdict. Shards of a
+certification or an exploration merge by their own rules (merge_certify.py,
+merge_explore.py) after the same checks.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ class ShardReport:
     @property
     def meta(self) -> dict[str, Any]:
         return dict(self.document["shard"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.meta.get("kind", shard_module.MATRIX))
 
     def local_directory(self, trial: dict[str, Any]) -> str:
         """The trial's directory where this machine holds the shard's output (CI artifacts
@@ -63,10 +69,16 @@ def find(paths: list[pathlib.Path]) -> list[ShardReport]:
     return reports
 
 
-def _check(reports: list[ShardReport]) -> None:
+def check(reports: list[ShardReport]) -> None:
+    """One plan, one crashcert version, every shard once."""
     first = reports[0].meta
     for report in reports[1:]:
         meta = report.meta
+        if report.kind != reports[0].kind:
+            raise errors.CrashcertError(
+                f"merge: {report.path} is a shard of a {report.kind}, {reports[0].path} of a "
+                f"{reports[0].kind}"
+            )
         # the version, not a checkout's HEAD: a working tree's HEAD moves while shards run
         version, first_version = meta["crashcert"]["version"], first["crashcert"]["version"]
         if version != first_version:
@@ -91,7 +103,7 @@ def _check(reports: list[ShardReport]) -> None:
 
 def merge(reports: list[ShardReport]) -> dict[str, Any]:
     """One report in the shape of an unsharded `crashcert matrix --json`, plus the shards."""
-    _check(reports)
+    check(reports)
     planned = [tuple(name) for name in reports[0].meta["planned"]]
     trials: dict[tuple[str, str], dict[str, Any]] = {}
     for report in sorted(reports, key=lambda r: r.meta["index"]):

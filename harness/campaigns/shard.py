@@ -4,7 +4,8 @@ A trial belongs to the shard its stable name hashes to (scenario name and plan l
 its position in the list), so every machine splits the same plan the same way. Every shard
 runs every baseline: the fault trials are derived from the baselines' traces, and the
 fingerprint of the whole plan (every trial's name, in order) is how a merge tells shards of
-one plan from shards of another. The merged report counts each baseline once.
+one plan from shards of another. The merged report counts each baseline once. `certify`
+and `explore` shard the same way (harness/campaigns/merge_certify.py, merge_explore.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 
 from harness import errors, provenance
 
 # A shard's record in its output directory, read by `crashcert merge`.
 RECORD = "shard.json"
+# What a shard is a shard of (a record without a kind is a matrix's).
+MATRIX, CERTIFY, EXPLORE = "matrix", "certify", "explore"
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
@@ -50,7 +54,7 @@ def owner(scenario: str, label: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count + 1
 
 
-def fingerprint(*, engine: str, seed: int, planned: list[tuple[str, str]]) -> str:
+def fingerprint(*, engine: str, seed: int, planned: Sequence[Sequence[str]]) -> str:
     """Names the whole plan: shards of one matrix carry the same fingerprint."""
     text = json.dumps({"engine": engine, "seed": seed, "trials": planned}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -62,10 +66,16 @@ def crashcert_identity() -> dict[str, str | None]:
 
 
 def record(
-    shard: Shard, *, engine: str, seed: int, planned: list[tuple[str, str]]
+    shard: Shard,
+    *,
+    engine: str,
+    seed: int,
+    planned: Sequence[Sequence[str]],
+    kind: str = MATRIX,
 ) -> dict[str, object]:
     """What a shard writes beside its trials so that a merge can check and order them."""
     return {
+        "kind": kind,
         "index": shard.index,
         "count": shard.count,
         "fingerprint": fingerprint(engine=engine, seed=seed, planned=planned),

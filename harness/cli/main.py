@@ -14,11 +14,12 @@ import rich.console
 import rich.progress
 
 from harness import errors, provenance
+from harness.campaigns import interrupt
 from harness.campaigns import matrix as matrix_module
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
-from harness.cli import incident, merge, options
-from harness.contract import boundaries, run_report
+from harness.cli import certify, explore, incident, merge, options
+from harness.contract import run_report
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
@@ -32,21 +33,11 @@ from harness.trial import artifacts as store
 from harness.trial import runner as trial_module
 
 console = terminal.make_console()
-# The fault classes as the catalog names them (harness/faults/spec.py).
-_FAULT_CLASSES = ", ".join(fault_spec.MATRIX)
-_FAULTS_HELP = f"Fault classes to expand (comma-separated: {_FAULT_CLASSES})."
-_FAULTS_DRAWN_HELP = f"Fault classes to draw from (comma-separated: {_FAULT_CLASSES})."
 _FAULT_HELP = (
     f"ACTION@POINT[#N][?NAME=VALUE&...], e.g. kill@tool.started#1; ACTION: "
     f"{', '.join(fault_spec.NAMES)}."
 )
 _verbose = False  # set by -v: tracebacks for harness errors
-
-
-def _scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenario]]:
-    if names:
-        return [(name, scenario_module.find(name)) for name in names]
-    return [(s.name, s) for s in scenario_module.load_all()]
 
 
 @click.group()
@@ -63,7 +54,7 @@ def main(verbose: bool, isolation: str) -> None:
 @main.command()
 @options.engine_option
 @options.scenario_option(multiple=True)
-@click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
+@click.option("--faults", default="kill", show_default=True, help=options.FAULTS_HELP)
 @click.option(
     "--second-kill", is_flag=True, help="Also kill the recovering worker after it claims."
 )
@@ -71,20 +62,13 @@ def main(verbose: bool, isolation: str) -> None:
 @options.file_option("--json", "json_path", "Write a JSON report here.")
 @options.file_option("--junit", "junit_path", "Write a JUnit XML report here.")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
+@options.jobs_option
 @click.option(
     "--points",
     default=None,
     help="Only fault these boundaries (comma-separated names, e.g. reply.sending,reply.sent).",
 )
-@click.option(
-    "--shard",
-    "shard_text",
-    default=None,
-    metavar="I/N",
-    help="Run the I-th of N shards of the fault trials (and every baseline); "
-    "`crashcert merge` combines the shards' output directories.",
-)
+@options.shard_option
 @options.pg_option
 def matrix(
     engine_ref: str,
@@ -95,7 +79,7 @@ def matrix(
     json_path: str | None,
     junit_path: str | None,
     seed: int,
-    jobs: int,
+    jobs: interrupt.Jobs,
     points: str | None,
     shard_text: str | None,
     pg_dsn: str | None,
@@ -105,7 +89,7 @@ def matrix(
     fault_classes = fault_spec.parse_classes(faults)
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
-    scenarios = _scenarios(scenario_names)
+    scenarios = options.scenarios(scenario_names)
     out_dir = options.new_out_dir(out)
     network = options.private_network(pg_dsn)
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
@@ -148,8 +132,8 @@ def matrix(
     durations = sorted(o.history.ended_at - o.history.started_at for o in result.outcomes)
     median = durations[len(durations) // 2] if durations else 0.0
     console.print(
-        f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial): "
-        f"{result.verdict.value}"
+        f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial, "
+        f"jobs {result.jobs}): {result.verdict.value}"
     )
     record = None
     if shard is not None:
@@ -375,184 +359,6 @@ def entry() -> None:
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
 
 
-@main.command()
-@options.engine_option
-@options.scenario_option(required=True)
-@click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
-@click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
-@click.option("--faults", default="kill,pause", show_default=True, help=_FAULTS_DRAWN_HELP)
-@click.option("--max-faults", default=3, show_default=True, help="Most faults per schedule.")
-@click.option(
-    "--points",
-    default=None,
-    help="Only fault these boundaries (comma-separated names, e.g. tools.pending,reply.sent).",
-)
-@click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
-@click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
-@options.out_option
-@options.file_option("--json", "json_path", "Write a JSON summary here.")
-@options.pg_option
-def explore(
-    engine_ref: str,
-    scenario_name: str,
-    examples: int,
-    seed: int,
-    faults: str,
-    max_faults: int,
-    points: str | None,
-    shrink_budget: int,
-    replays: int,
-    out: str | None,
-    json_path: str | None,
-    pg_dsn: str | None,
-) -> None:
-    """Generate fault schedules with Hypothesis; shrink a failure to a minimal reproduction.
-
-    Exit codes: 0 no failure, 1 a reproducible failure, 2 a failure that did not reproduce
-    on replay (FLAKY), 3 trials broke (ERROR) without any failure.
-    """
-    from harness.campaigns import explore as explore_module
-
-    fault_classes = fault_spec.parse_classes(faults)
-    point_names = plan_module.parse_points(points)
-    scenario = scenario_module.find(scenario_name)
-    engine = commands.find(engine_ref)
-    out_dir = options.new_out_dir(out)
-
-    def progress(purpose: str, schedule: list[Any], observation: Any) -> None:
-        failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
-        console.print(
-            terminal.line(
-                f"{purpose:8} {plan_module.plan_label(schedule)}: ",
-                terminal.verdict(observation.verdict),
-                failing,
-            )
-        )
-
-    network = options.private_network(pg_dsn)
-    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        console.print(
-            f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; seed {seed}; "
-            f"trials in {out_dir}"
-        )
-        result = explore_module.explore(
-            lab,
-            scenario,
-            out_dir=out_dir,
-            examples=examples,
-            seed=seed,
-            faults=fault_classes,
-            max_faults=max_faults,
-            points=point_names or None,
-            shrink_budget=shrink_budget,
-            replays=replays,
-            scenario_ref=scenario_name,
-            engine_ref=engine_ref,
-            progress=progress,
-        )
-    for line in explore_module.render(result):
-        console.print(line)
-    if json_path:
-        pathlib.Path(json_path).write_text(json.dumps(explore_module.summary(result), indent=2))
-    sys.exit(result.exit_code)
-
-
-@main.command()
-@options.engine_option
-@options.scenario_option(multiple=True)
-@click.option("--faults", default="kill", show_default=True, help=_FAULTS_HELP)
-@click.option(
-    "--mode",
-    type=click.Choice(["auto", "boundary", "blackbox", "both"]),
-    default="auto",
-    show_default=True,
-    help="auto: boundary mode when the engine reports boundaries, black box otherwise.",
-)
-@click.option(
-    "--points",
-    default=None,
-    help="Only these points (boundary names, world:model.answered, world:tool.effect, "
-    "world:reply.accepted, time), comma-separated.",
-)
-@click.option(
-    "--time-kills", default=2, show_default=True, help="Seeded time kills per scenario (black box)."
-)
-@click.option(
-    "--require",
-    "required",
-    type=click.Choice(["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"], case_sensitive=False),
-    default=None,
-    help="Exit 1 when the engine earns a lower level than this.",
-)
-@options.file_option("--json", "json_path", "Write the certification as JSON here.")
-@options.file_option("--markdown", "markdown_path", "Write a Markdown summary here.")
-@options.out_option
-@click.option("--seed", default=0, show_default=True)
-@click.option("--jobs", default=2, show_default=True, help="Fault trials run this many at a time.")
-@options.pg_option
-def certify(
-    engine_ref: str,
-    scenario_names: tuple[str, ...],
-    faults: str,
-    mode: str,
-    points: str | None,
-    time_kills: int,
-    required: str | None,
-    json_path: str | None,
-    markdown_path: str | None,
-    out: str | None,
-    seed: int,
-    jobs: int,
-    pg_dsn: str | None,
-) -> None:
-    """Certify an engine: which guarantees hold, per invariant and fault class, and its level.
-
-    Exit 0 when the certification ran (whatever the level), 1 when --require names a higher
-    level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
-    """
-    from harness.campaigns import certify as certify_module
-    from harness.checkers import levels as levels_module
-
-    fault_classes = fault_spec.parse_classes(faults)
-    point_names = plan_module.parse_points(
-        points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
-    )
-    engine = commands.find(engine_ref)
-    scenarios = _scenarios(scenario_names)
-    out_dir = options.new_out_dir(out)
-    network = options.private_network(pg_dsn)
-    with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
-        console.print(
-            f"certifying {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
-        )
-        result = certify_module.certify(
-            lab,
-            scenarios,
-            out_dir=out_dir,
-            engine_ref=engine_ref,
-            mode=mode,
-            faults=fault_classes,
-            points=point_names or None,
-            time_kills=time_kills,
-            seed=seed,
-            jobs=jobs,
-        )
-    certify_module.print_certification(result, console=console)
-    if json_path:
-        certify_module.write_json(pathlib.Path(json_path), result)
-    if markdown_path:
-        certify_module.write_markdown(pathlib.Path(markdown_path), result)
-    if result.errors:
-        sys.exit(verdict_module.Verdict.ERROR.exit_code)
-    if required and levels_module.rank(result.level) < levels_module.rank(
-        levels_module.parse(required)
-    ):
-        short = f"required {required.upper()}, earned {result.level.value}"
-        console.print(terminal.line((short, "bold red")))
-        sys.exit(1)
-    sys.exit(0)
-
-
 # -- timeline reports (harness/report/timeline.py) ------------------------------------------------
 
 
@@ -569,3 +375,5 @@ def report_command(directory: str) -> None:
 main.add_command(incident.incident_group)
 main.add_command(incident.replay)
 main.add_command(merge.merge)
+main.add_command(certify.certify)
+main.add_command(explore.explore)

@@ -1,4 +1,5 @@
-"""`crashcert merge DIR...`: one report from the shards of a crash matrix."""
+"""`crashcert merge DIR...`: one report from the shards of a crash matrix, a certification
+or an exploration (each shard's shard.json says which)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,24 @@ import sys
 
 import click
 
+from harness.campaigns import certify as certify_module
 from harness.campaigns import merge as merge_module
+from harness.campaigns import merge_certify, merge_explore
+from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
-from harness.cli import options
+from harness.cli import certify, options
 from harness.report import summary, terminal
 
 DEFAULT_OUT = "crashcert-merged"
+console = terminal.make_console()
 
 
 @click.command()
 @click.argument("directories", nargs=-1, required=True, type=click.Path(exists=True))
 @options.file_option("--json", "json_path", "Write the merged JSON report here.")
 @options.file_option("--junit", "junit_path", "Write the merged JUnit XML report here.")
+@options.file_option("--markdown", "markdown_path", "Certify shards: a Markdown summary.")
+@certify.require_option
 @click.option(
     "--out",
     default=DEFAULT_OUT,
@@ -27,17 +34,63 @@ DEFAULT_OUT = "crashcert-merged"
     help="Write the merged HTML report (report.html) here.",
 )
 def merge(
-    directories: tuple[str, ...], json_path: str | None, junit_path: str | None, out: str
+    directories: tuple[str, ...],
+    json_path: str | None,
+    junit_path: str | None,
+    markdown_path: str | None,
+    required: str | None,
+    out: str,
 ) -> None:
-    """Merge the output directories of `crashcert matrix --shard I/N` runs into one report.
+    """Merge the output directories of `crashcert matrix|certify|explore --shard I/N` runs.
 
     Refuses shards of different plans or crashcert versions, and an incomplete set.
-    Exit code: the merged matrix's (0 PASS, 1 FAIL, 2 INCONCLUSIVE, 3 ERROR).
+    Exit code: a matrix's (0 PASS, 1 FAIL, 2 INCONCLUSIVE, 3 ERROR); a certification's
+    (0, 1 below --require, 3 a trial ERROR), its level computed from the merged trials;
+    an exploration's (0 none failed, 1 a reproducible failure, 2 FLAKY, 3 ERROR).
     """
+    reports = merge_module.find([pathlib.Path(d) for d in directories])
+    kind = reports[0].kind
+    if kind == shard_module.CERTIFY:
+        _certification(reports, json_path, junit_path, markdown_path, required)
+    elif kind == shard_module.EXPLORE:
+        _exploration(reports, json_path)
+    _matrix(reports, json_path, junit_path, out)
+
+
+def _certification(
+    reports: list[merge_module.ShardReport],
+    json_path: str | None,
+    junit_path: str | None,
+    markdown_path: str | None,
+    required: str | None,
+) -> None:
+    result = merge_certify.combine(reports)
+    certify_module.print_certification(result, console=console)
+    console.print(f"{len(reports)} certify shards merged")
+    if junit_path:
+        pathlib.Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
+        summary.write_junit_records(pathlib.Path(junit_path), [t.json() for t in result.trials])
+    certify.finish(result, json_path=json_path, markdown_path=markdown_path, required=required)
+
+
+def _exploration(reports: list[merge_module.ShardReport], json_path: str | None) -> None:
+    merged = merge_explore.combine(reports)
+    for line in merge_explore.render(merged):
+        console.print(line, markup=False, highlight=False)
+    if json_path:
+        pathlib.Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        pathlib.Path(json_path).write_text(json.dumps(merged, indent=2) + "\n")
+    sys.exit(merged["exit_code"])
+
+
+def _matrix(
+    reports: list[merge_module.ShardReport],
+    json_path: str | None,
+    junit_path: str | None,
+    out: str,
+) -> None:
     from harness.report import timeline
 
-    console = terminal.make_console()
-    reports = merge_module.find([pathlib.Path(d) for d in directories])
     document = merge_module.merge(reports)
     trials = document["trials"]
     for path in (json_path, junit_path):

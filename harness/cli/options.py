@@ -13,9 +13,16 @@ from typing import Any
 
 import click
 
+from harness import errors
+from harness.faults import spec as fault_spec
 from harness.lab import isolation
+from harness.scenario import schema as scenario_module
 
 DEFAULT_OUT = "crashcert-trials"
+# The fault classes as the catalog names them (harness/faults/spec.py).
+_FAULT_CLASSES = ", ".join(fault_spec.MATRIX)
+FAULTS_HELP = f"Fault classes to expand (comma-separated: {_FAULT_CLASSES})."
+FAULTS_DRAWN_HELP = f"Fault classes to draw from (comma-separated: {_FAULT_CLASSES})."
 REFERENCE = "reference"
 SCENARIO_SUFFIXES = (".yaml", ".yml")
 MAX_SAME_SECOND_DIRS = 1000
@@ -54,6 +61,13 @@ def new_out_dir(out: str | None) -> pathlib.Path:
             continue
         return candidate
     raise click.ClickException(f"{base}: {MAX_SAME_SECOND_DIRS} runs this second already")
+
+
+def scenarios(names: tuple[str, ...]) -> list[tuple[str, scenario_module.Scenario]]:
+    """The scenarios named (as the user named them), or every bundled one."""
+    if names:
+        return [(name, scenario_module.find(name)) for name in names]
+    return [(s.name, s) for s in scenario_module.load_all()]
 
 
 def _engine_callback(context: click.Context, param: click.Parameter, value: str | None) -> str:
@@ -132,6 +146,37 @@ def scenario_option(*, multiple: bool = False, **kwargs: Any) -> Any:
         help=help_text,
         **kwargs,
     )
+
+
+def _jobs_callback(context: click.Context, param: click.Parameter, value: str) -> Any:
+    from harness.campaigns import autojobs  # the trial runner, only for verbs that run trials
+
+    try:
+        return autojobs.parse(value)
+    except errors.CrashcertError as error:
+        raise click.BadParameter(str(error)) from error
+
+
+def jobs_option(function: Any) -> Any:
+    return click.option(
+        "--jobs",
+        default="2",
+        show_default=True,
+        callback=_jobs_callback,
+        help="Fault trials run this many at a time; auto: start at 2 and follow the "
+        "measured load (CPU pressure, load average, how fast trials start), at most 4 per core.",
+    )(function)
+
+
+def shard_option(function: Any) -> Any:
+    return click.option(
+        "--shard",
+        "shard_text",
+        default=None,
+        metavar="I/N",
+        help="Run the I-th of N shards of the fault trials (and every baseline); "
+        "`crashcert merge` combines the shards' output directories.",
+    )(function)
 
 
 def out_option(function: Any) -> Any:
