@@ -20,6 +20,9 @@ from harness.lab import postgres, proxy_audit, spawner
 
 log = logging.getLogger(__name__)
 
+# Trial databases kept cloned ahead: enough for the default --jobs 2.
+SPARES = 2
+
 
 class Lab:
     def __init__(
@@ -32,6 +35,7 @@ class Lab:
         toxiproxy_note: str,
         forkserver: spawner.ForkServer | None = None,
         gate: gate_module.SharedExclusive | None = None,
+        spares: postgres.spares.Spares | None = None,
     ) -> None:
         self.pg = pg
         self.engine = engine
@@ -41,6 +45,7 @@ class Lab:
         self.forkserver = forkserver
         # Trials on this Postgres hold it shared; one that restarts it holds it alone.
         self.gate = gate or gate_module.SharedExclusive()
+        self.spares = spares  # trial databases cloned ahead of time, dropped behind
 
     def as_black_box(self) -> Lab:
         """The same lab driving its engine as a black box: no control channel, faults from
@@ -64,13 +69,20 @@ class Lab:
             toxiproxy_note=self.toxiproxy_note,
             forkserver=shared if engine.preload else None,
             gate=self.gate,
+            spares=self.spares,
         )
 
     def clone_database(self, name: str) -> str:
+        if self.spares is not None:
+            return self.spares.take(name)
         return postgres.templates.clone(self.pg, self.template, name)
 
     def drop_database(self, name: str) -> None:
-        postgres.templates.drop(self.pg, name)
+        """Dropped behind the caller's back when spares are kept: a trial does not wait."""
+        if self.spares is not None:
+            self.spares.drop_later(name)
+        else:
+            postgres.templates.drop(self.pg, name)
 
 
 @contextlib.contextmanager
@@ -88,6 +100,11 @@ def open_lab(
         toxiproxy, note = _start_toxiproxy(stack, required=require_toxiproxy)
         if toxiproxy is not None:  # exits before the server stops
             stack.enter_context(proxy_audit.at_lab_close(toxiproxy))
+        gate = gate_module.SharedExclusive()
+        spares = postgres.spares.Spares(
+            pg, template, size=SPARES, hold=lambda: gate.hold(exclusive=False)
+        )
+        stack.callback(spares.close)  # before the template and the server go
         forkserver = None
         if engine.preload and spawner.forking_enabled():
             forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd)
@@ -99,6 +116,8 @@ def open_lab(
             toxiproxy=toxiproxy,
             toxiproxy_note=note,
             forkserver=forkserver,
+            gate=gate,
+            spares=spares,
         )
 
 

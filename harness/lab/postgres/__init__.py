@@ -21,6 +21,7 @@ from harness.lab.postgres import (
     markers,
     provider,
     server,
+    spares,
     templates,
     xact,
 )

@@ -86,6 +86,19 @@ def clone(server_: server.Server, template: str, name: str) -> str:
     return server_.database_dsn(name)
 
 
+def rename(server_: server.Server, old: str, new: str) -> str:
+    """ALTER DATABASE `old` RENAME TO `new` (nobody may be connected); returns the new DSN."""
+    statement = sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+        sql.Identifier(old), sql.Identifier(new)
+    )
+    with admin.connect(server_.dsn) as conn:
+        try:
+            conn.execute(statement)
+        except pg_errors.DuplicateDatabase as exc:
+            raise errors.CrashcertError(f"database {new!r} already exists") from exc
+    return server_.database_dsn(new)
+
+
 def drop(server_: server.Server, name: str) -> None:
     """DROP DATABASE IF EXISTS ... WITH (FORCE): open connections are terminated."""
     with admin.connect(server_.dsn) as conn:
