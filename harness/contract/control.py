@@ -30,7 +30,7 @@ MAX_LINE = 64 * 1024
 SOCKET_NAME = "control.sock"
 # How quickly the accept loop notices stop(): socketserver's default 0.5 s cost every trial
 # a quarter second of teardown on average.
-SHUTDOWN_POLL_S = 0.05
+SHUTDOWN_POLL_S = 0.02
 # Unix socket paths are limited to ~107 bytes; a TMPDIR longer than this falls back to /tmp.
 MAX_TMPDIR_BYTES = 60
 

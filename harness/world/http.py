@@ -28,7 +28,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 # An idle keep-alive connection's thread ends after this; clients reconnect transparently.
 IDLE_TIMEOUT_S = 120.0
 # How quickly serve_forever notices a shutdown request.
-POLL_INTERVAL_S = 0.05
+POLL_INTERVAL_S = 0.02
 # stop() gives the accept loop this long to end; it never waits on request threads.
 STOP_JOIN_TIMEOUT_S = 5.0
 
