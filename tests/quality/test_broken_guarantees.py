@@ -1,6 +1,9 @@
 """Engines that ignore a budget, max_attempts or the approval gate are caught by the
 bundled guarantee scenarios alone, without any fault: these bugs are not latent, any run
 that reaches the limit shows them. The reference engine passes the same trials.
+A guarantee about recovery (the fingerprint of a tool redeployed mid-call) needs a fault:
+such a case carries it, and its broken engine must also PASS without it (latent, like the
+incidents).
 
 The named incident regressions (group `incident`, named after the public issue) are
 latent like test_broken_engines.py's: the broken engine FAILs under the scenario's own
@@ -61,8 +64,19 @@ CASES = (
         ("tool.approval",),
         says="requires approval and reached the tool without one",
     ),
+    # The address change reached the service, which was redeployed meanwhile, and the
+    # worker was killed before it recorded the answer: the recovering worker replays the
+    # call under the new fingerprint.
+    broken.Case(
+        "ignore_fingerprint",
+        "tool_redeployed_in_flight",
+        ("kill@tool.returned#1",),
+        ("tool.unknown_outcome",),
+        says="a call sent before its tool was redeployed",
+    ),
 )
 IDS = [case.engine for case in CASES]
+FAULTED = tuple(case for case in CASES if case.faults)
 
 # The named incident regressions, one file each: the scenario named after the public issue,
 # the broken engine reproducing it, the faults, and the invariant that must catch it.
@@ -94,13 +108,16 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         for case in CASES:
             engine = broken.lab_for(base, commands.load(case.description))
             ref = str(case.description.relative_to(broken.REPO))
+            faulted = bool(case.faults)
             jobs = {
-                broken.BROKEN: (engine, broken.spec_for(case, engine_ref=ref, faults=False)),
+                broken.BROKEN: (engine, broken.spec_for(case, engine_ref=ref, faults=faulted)),
                 broken.REFERENCE: (
                     base,
-                    broken.spec_for(case, engine_ref="reference", faults=False),
+                    broken.spec_for(case, engine_ref="reference", faults=faulted),
                 ),
             }
+            if faulted:
+                jobs[broken.CLEAN] = (engine, broken.spec_for(case, engine_ref=ref, faults=False))
             for kind, (lab, spec) in jobs.items():
                 futures[(case.engine, kind)] = pool.submit(
                     runner.run_trial, lab, spec, out_dir=out / kind / case.engine
@@ -125,8 +142,11 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: broken.Case) -> None:
+    """... or under the case's own faults, where it carries some."""
     outcome = trials[(case.engine, broken.BROKEN)].result()
     results = broken.by_invariant(outcome)
+    if case.faults:  # a fault that never struck proves nothing
+        assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
     missed = [
         invariant
         for invariant in case.catches
@@ -140,6 +160,15 @@ def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: bro
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_reference_engine_passes(trials: broken.Trials, case: broken.Case) -> None:
     outcome = trials[(case.engine, broken.REFERENCE)].result()
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
+
+
+@pytest.mark.parametrize("case", FAULTED, ids=[case.engine for case in FAULTED])
+def test_guarantee_engine_passes_without_the_fault(
+    trials: broken.Trials, case: broken.Case
+) -> None:
+    """A bug of recovery is latent: the fault exposes it, not any clean run."""
+    outcome = trials[(case.engine, broken.CLEAN)].result()
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
