@@ -48,29 +48,52 @@ def _floor(outcomes: list[Any]) -> float:
     return statistics.median((h.finished_at or h.ended_at) - h.started_at for h in baselines)
 
 
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scenario", action="append", default=[])
     parser.add_argument("--engine", default="reference")
     parser.add_argument("--jobs", default="2", help="a number, or auto (measured load)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the matrix this many times, holding every outcome as one long campaign "
+        "would, and print the peak RSS after each round (flat in the number of trials?)",
+    )
+    parser.add_argument(
+        "--keep-whole",
+        action="store_true",
+        help="keep passed trials' histories whole (as before matrix.kept), for comparison",
+    )
     args = parser.parse_args()
+    if args.keep_whole:
+        matrix.kept = lambda outcome: outcome
     names = args.scenario or [s.name for s in schema.load_all()]
     engine = commands.find(args.engine)
     started = time.monotonic()
     with shared.open_lab(engine) as lab:
         lab_ready = time.monotonic() - started
+        held: list[Any] = []  # every round's outcomes, as one long campaign holds them
         with tempfile.TemporaryDirectory() as out:
-            result = matrix.run_matrix(
-                lab,
-                [(name, schema.find(name)) for name in names],
-                out_dir=pathlib.Path(out),
-                engine_ref=args.engine,
-                jobs=autojobs.parse(args.jobs),
-            )
+            for round_ in range(args.rounds):
+                result = matrix.run_matrix(
+                    lab,
+                    [(name, schema.find(name)) for name in names],
+                    out_dir=pathlib.Path(out) / str(round_),
+                    engine_ref=args.engine,
+                    jobs=autojobs.parse(args.jobs),
+                )
+                held.extend(result.outcomes)
+                if args.rounds > 1:
+                    print(f"after {len(held)} trials: peak RSS {_peak_mib():.0f} MiB", flush=True)
     durations = [o.history.ended_at - o.history.started_at for o in result.outcomes]
     faulted = [o.history.ended_at - o.history.started_at for o in result.outcomes if o.spec.plan]
     floor = _floor(result.outcomes)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak_mib = _peak_mib()
     print(f"lab start (Postgres, Toxiproxy, template, fork server): {lab_ready:.2f} s")
     print(f"trials: {len(result.outcomes)}  verdict: {result.verdict.value}  jobs: {result.jobs}")
     print(f"matrix wall time: {result.wall_s:.1f} s")

@@ -13,6 +13,7 @@ from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.faults import plan
 from harness.lab import shared
+from harness.report import timeline
 from harness.scenario import schema
 from harness.trial import runner
 
@@ -87,13 +88,23 @@ def run_matrix(
     def run(spec: runner.TrialSpec) -> runner.TrialOutcome:
         outcome = runner.run_trial(lab, spec, out_dir=out_dir)  # pg_restart runs alone
         counter.done(outcome)
-        return outcome
+        return kept(outcome)
 
     result.outcomes.extend(interrupt.run_pool(run, specs, jobs=jobs))  # in the plan's order
     result.unreached = plan.unreached(lab.engine.boundaries, traces)
     result.jobs = interrupt.describe(jobs)
     result.wall_s = time.monotonic() - started
     return result
+
+
+def kept(outcome: runner.TrialOutcome) -> runner.TrialOutcome:
+    """What a campaign holds of a finished trial: a passed one has its own page written now
+    and only a light history in memory, so a matrix's memory stays flat however many trials
+    it runs; a failing one stays whole for the report's sections."""
+    if outcome.verdict is not verdict_module.Verdict.PASS or not outcome.directory.exists():
+        return outcome
+    timeline.write_trial_page(timeline.view_of_outcome(outcome))
+    return outcome.model_copy(update={"history": outcome.history.lightened()})
 
 
 class _Counter:

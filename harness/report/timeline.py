@@ -317,7 +317,7 @@ class _Section:
     heading: str
     page_link: str | None
     facts: list[tuple[str, str]]
-    data: dict[str, Any]
+    data: dict[str, Any] | None  # None: the timeline is on the trial's own page only
     results: list[_Result]
 
     @property
@@ -355,7 +355,9 @@ def _section(view: TrialView, *, heading_level: int = 2, page_link: str | None =
         heading=f"h{heading_level}",
         page_link=page_link,
         facts=facts,
-        data=timeline_data(trial),
+        # a light history's timeline is on its own page only: the matrix page of a large
+        # campaign stays small, and its memory flat
+        data=None if trial.light else timeline_data(trial),
         results=results,
     )
 
@@ -446,7 +448,10 @@ def write_matrix_report(
     links: dict[str, str] = {}
     for view in views:
         if view.directory is not None and view.directory.exists():
-            page = write_trial_page(view)
+            # a light view's page was written while its history was whole (matrix.kept)
+            page = view.directory / TRIAL_PAGE
+            if not view.history.light or not page.exists():
+                page = write_trial_page(view)
             try:
                 links[view.history.trial_id] = str(page.resolve().relative_to(out_dir.resolve()))
             except ValueError:

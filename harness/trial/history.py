@@ -132,6 +132,25 @@ class TrialHistory(pydantic.BaseModel):
     ended_at: float = 0.0
     harness_error: str | None = None  # the environment or harness broke: verdict ERROR
     interrupted: str | None = None  # the user stopped it first: proves nothing, INCONCLUSIVE
+    # A campaign keeps a passed trial's history light in memory (light()): its events and
+    # ledgers are on disk (history.jsonl) and its own page is written. Never stored.
+    light: bool = pydantic.Field(default=False, exclude=True)
+
+    def lightened(self) -> TrialHistory:
+        """This history without what only its own page and a re-analysis read: the first
+        boundary hit (trial latency), the final report and the timings stay, so a campaign's
+        memory is flat in its number of trials (~0.3 MB per whole history)."""
+        return self.model_copy(
+            update={
+                "events": self.boundary_hits()[:1],
+                "model": [],
+                "tools": [],
+                "sink": [],
+                "reports": self.reports[-1:],
+                "engine_tables": None,
+                "light": True,
+            }
+        )
 
     @property
     def final_report(self) -> run_report.RunReport | None:

@@ -25,8 +25,24 @@
     }
   }
 
+  function wireCopy(section) {
+    var copy = section.querySelector("button.copy");
+    if (copy) {
+      copy.addEventListener("click", function () {
+        var text = section.querySelector("pre.repro").textContent;
+        if (navigator.clipboard) { navigator.clipboard.writeText(text); }
+      });
+    }
+  }
+
   function render(section) {
-    var data = JSON.parse(section.querySelector("script.trial-data").textContent);
+    var script = section.querySelector("script.trial-data");
+    if (!script) {  // a passed trial of a large campaign: its timeline is on its own page
+      wireCopy(section);
+      section.setAttribute("data-rendered", "true");
+      return;
+    }
+    var data = JSON.parse(script.textContent);
     var box = section.querySelector(".timeline");
     var detail = section.querySelector(".event-detail");
     // Events are spaced by order, not by wall time: a crash trace packs dozens of records
@@ -106,13 +122,7 @@
         });
       });
     });
-    var copy = section.querySelector("button.copy");
-    if (copy) {
-      copy.addEventListener("click", function () {
-        var text = section.querySelector("pre.repro").textContent;
-        if (navigator.clipboard) { navigator.clipboard.writeText(text); }
-      });
-    }
+    wireCopy(section);
     section.setAttribute("data-rendered", "true");
   }
 
