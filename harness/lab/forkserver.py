@@ -125,4 +125,6 @@ def serve(preload: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if __spec__ is None:  # run by path (another interpreter): resolve modules as `-m` would
+        sys.path[0] = os.getcwd()
     serve(sys.argv[1:])

@@ -60,7 +60,12 @@ class Lab:
         Only for engines that share this engine's schema (variants of it); the fork server
         is shared when it preloaded what the other engine asks for.
         """
-        shared = self.forkserver if set(engine.preload) <= set(self.engine.preload) else None
+        shared = self.forkserver
+        if shared is not None and (
+            not set(engine.preload) <= set(self.engine.preload)
+            or spawner.interpreter(engine.worker_command()) != shared.python
+        ):
+            shared = None
         return Lab(
             pg=self.pg,
             engine=engine,
@@ -107,7 +112,8 @@ def open_lab(
         stack.callback(spares.close)  # before the template and the server go
         forkserver = None
         if engine.preload and spawner.forking_enabled():
-            forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd)
+            python = spawner.interpreter(engine.worker_command())
+            forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd, python=python)
             stack.callback(forkserver.close)
         yield Lab(
             pg=pg,

@@ -16,6 +16,7 @@ import psutil
 from harness import errors
 
 START_TIMEOUT_S = 60.0
+FORKSERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py")
 
 
 def module_command(argv: Sequence[str]) -> tuple[str, list[str]] | None:
@@ -25,12 +26,23 @@ def module_command(argv: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+def interpreter(argv: Sequence[str]) -> str:
+    """The Python a `[python, -m, module, ...]` worker names: its fork server must be that
+    interpreter, so an engine in its own virtualenv gets its own packages, not ours."""
+    return argv[0] if module_command(argv) is not None else sys.executable
+
+
 class ForkServer:
-    def __init__(self, preload: Sequence[str], *, cwd: str | None = None) -> None:
+    def __init__(
+        self, preload: Sequence[str], *, cwd: str | None = None, python: str | None = None
+    ) -> None:
         self._lock = threading.Lock()
+        self.python = python or sys.executable
+        # By path, not `-m harness.lab.forkserver`: another interpreter has no crashcert
+        # installed; the server uses the standard library only.
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "harness.lab.forkserver", *preload],
+                [self.python, FORKSERVER_SCRIPT, *preload],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 cwd=cwd,
