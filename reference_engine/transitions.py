@@ -18,7 +18,7 @@ import dataclasses
 import time
 from typing import Any
 
-from reference_engine import boundary as boundary_module
+import crashcert_probe
 from reference_engine import checkpoint as checkpoint_module
 from reference_engine import connection, decide, errors, events, leases
 
@@ -42,11 +42,11 @@ class Transitions:
         self,
         db: connection.Connector,
         *,
-        reporter: boundary_module.Reporter | None = None,
+        reporter: crashcert_probe.Reporter | None = None,
         redact: bool = False,
     ) -> None:
         self.db = db
-        self.reporter = reporter or boundary_module.disabled()
+        self.reporter = reporter or crashcert_probe.disabled()
         self.redact = redact
 
     def claim(self, worker_id: str, lease_ms: int) -> leases.Lease | None:
@@ -91,7 +91,7 @@ class Transitions:
             expires = asked + float(row["lease_left_ms"]) / 1000.0
             if mark.boundary is not None:
                 self.reporter.report(
-                    mark.boundary + boundary_module.BEFORE_COMMIT, lease.run_id, **mark.detail
+                    mark.boundary + crashcert_probe.BEFORE_COMMIT, lease.run_id, **mark.detail
                 )
             if time.monotonic() >= expires:
                 raise errors.LeaseLost(f"run {lease.run_id}: lease expired before commit")

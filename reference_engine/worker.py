@@ -18,7 +18,7 @@ import types
 import uuid
 from typing import Any
 
-from reference_engine import boundary as boundary_module
+import crashcert_probe
 from reference_engine import checkpoint as checkpoint_module
 from reference_engine import config as config_module
 from reference_engine import (
@@ -70,7 +70,7 @@ class Worker:
         # An external call starts only while the lease has at least this much left.
         self._lease_margin_s = settings.lease_ms / 1000.0 / 5
         self.stopping = threading.Event()
-        self.reporter = boundary_module.Reporter(settings.control, worker_id=settings.worker_id)
+        self.reporter = crashcert_probe.Reporter(settings.control, worker_id=settings.worker_id)
         self.db = connection.Connector(
             settings.database_url,
             application_name=f"worker {settings.worker_id}",

@@ -13,7 +13,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from reference_engine import boundary as boundary_module
+import crashcert_probe
 from reference_engine import (
     commands,
     connection,
@@ -246,7 +246,7 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
     assert "tool.succeeded" not in kinds and kinds.count("run.claimed") == 2
 
 
-class SlowReporter(boundary_module.Reporter):
+class SlowReporter(crashcert_probe.Reporter):
     """Holds the transaction at before_commit past the lease, like a SIGSTOP there."""
 
     def __init__(self, pause_s: float) -> None:
@@ -256,7 +256,7 @@ class SlowReporter(boundary_module.Reporter):
 
     def report(self, boundary: str, run_id: str, **detail: Any) -> None:
         self.seen.append(boundary)
-        if boundary.endswith(boundary_module.BEFORE_COMMIT):
+        if boundary.endswith(crashcert_probe.BEFORE_COMMIT):
             time.sleep(self.pause_s)  # simulates a stopped process, not a wait for a condition
 
 
@@ -277,7 +277,7 @@ def test_lease_expiring_at_before_commit_rolls_the_transition_back(engine_db: st
     db.close()
 
 
-class StatementLog(boundary_module.Reporter):
+class StatementLog(crashcert_probe.Reporter):
     """Writes each report into the same list as the transaction's statements."""
 
     def __init__(self, log: list[str]) -> None:

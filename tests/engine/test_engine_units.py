@@ -1,21 +1,16 @@
-"""Checkpoint model, SQL file parsing, input validation, redaction, event stamping, boundary
-reporter."""
+"""Checkpoint model, SQL file parsing, input validation, redaction, event stamping."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import threading
 import typing
 from typing import Any
 
 import pytest
 
 from reference_engine import (
-    boundary,
     checkpoint,
     connection,
     errors,
@@ -172,48 +167,6 @@ def test_report_matches_the_harness_schema() -> None:
     parsed = run_report.RunReport.model_validate_json(json.dumps(report.build(run)))
     assert parsed.delivery.state == "none" and parsed.tool_calls[0].key == "ce-k"
     assert parsed.budget["tokens"].used == 40
-
-
-def test_boundary_reporter_is_a_no_op_when_unset() -> None:
-    reporter = boundary.Reporter(None, worker_id="w")
-    reporter.report("run.claimed", "r")  # nothing to connect to, nothing happens
-
-
-def test_boundary_reporter_writes_a_line_and_waits_for_continue(tmp_path: object) -> None:
-    path = os.path.join(str(tmp_path), "control.sock")
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(1)
-    lines: list[dict[str, object]] = []
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        with conn, conn.makefile("rwb") as stream:
-            for _ in range(2):
-                lines.append(json.loads(stream.readline()))
-                stream.write(b'{"action":"continue"}\n')
-                stream.flush()
-
-    thread = threading.Thread(target=serve)
-    thread.start()
-    reporter = boundary.Reporter(path, worker_id="w-1")
-    reporter.report("tools.pending:before_commit", "r-1", frontier_version=3, phase="x")
-    reporter.report("tools.pending", "r-1", frontier_version=3, key=None)
-    thread.join(timeout=5)
-    server.close()
-    assert lines[0]["boundary"] == "tools.pending:before_commit"
-    assert lines[0]["detail"] == {"frontier_version": 3, "phase": "x"}
-    assert lines[1]["worker_id"] == "w-1" and lines[1]["pid"] == os.getpid()
-
-
-def test_boundary_reporter_exits_when_the_harness_is_gone(tmp_path: object) -> None:
-    path = os.path.join(str(tmp_path), "missing.sock")
-    code = (
-        "from reference_engine import boundary;"
-        f"boundary.Reporter({path!r}, worker_id='w').report('run.claimed', 'r')"
-    )
-    result = subprocess.run([sys.executable, "-c", code], timeout=30)
-    assert result.returncode == boundary.EXIT_HARNESS_GONE
 
 
 def test_cli_commands_other_than_worker_do_not_import_openai() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from reference_engine import boundary as boundary_module
+import crashcert_probe
 from reference_engine import cli, connection, errors, events, leases, transitions
 
 
@@ -34,7 +34,7 @@ def _fenced(
             mark = body(tx)
         if mark.boundary is not None:
             self.reporter.report(
-                mark.boundary + boundary_module.BEFORE_COMMIT, lease.run_id, **mark.detail
+                mark.boundary + crashcert_probe.BEFORE_COMMIT, lease.run_id, **mark.detail
             )
         # BROKEN: nor whether the lease expired while the transaction ran
     if mark.boundary is not None:
