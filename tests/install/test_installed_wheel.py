@@ -38,6 +38,8 @@ PACKAGE_DATA = (
     "harness/report/templates/trial.html",
     "harness/report/templates/matrix.html",
     "harness/lab/postgres/watchdog.py",
+    "harness/lab/forkserver.py",  # run by path, under the engine's interpreter
+    "crashcert_probe.py",  # the reference engine reports through it
     "reference_engine/engine.yaml",
     "reference_engine/sql/queries.sql",
     "reference_engine/sql/migrations/001_init.sql",
