@@ -105,6 +105,9 @@ def open_lab(
         toxiproxy, note = _start_toxiproxy(stack, required=require_toxiproxy)
         if toxiproxy is not None:  # exits before the server stops
             stack.enter_context(proxy_audit.at_lab_close(toxiproxy))
+        closing = getattr(engine, "close", None)  # a status server, when it has one
+        if closing is not None:
+            stack.callback(closing)
         gate = gate_module.SharedExclusive()
         spares = postgres.spares.Spares(
             pg, template, size=SPARES, hold=lambda: gate.hold(exclusive=False)

@@ -23,7 +23,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.contract.engines import adapter
+from harness.contract.engines import adapter, status_server
 from harness.scenario import validation
 
 COMMAND_TIMEOUT_S = 60.0
@@ -56,6 +56,9 @@ class EngineDescription(pydantic.BaseModel):
     worker: list[Text]
     submit: list[Text]
     status: list[Text]
+    # Optional: one long-lived process answering status questions on stdin/stdout instead
+    # of a status command per poll (status_server.py; CONTRACT.md section 5).
+    status_server: list[Text] | None = None
     export: list[Text] | None = None
     # Optional operator commands a scenario's `actions` use; without one, such a scenario
     # is INCONCLUSIVE for the engine (harness/trial/actions.py).
@@ -96,6 +99,7 @@ class CommandEngine:
         self.preload: tuple[str, ...] = tuple(description.preload)
         self._base_dir = (base_dir / description.workdir).resolve()
         self._module: Any | None = None
+        self._server: status_server.StatusServer | None = None
         points = description.boundaries
         self.boundaries: tuple[str, ...] = (
             tuple(boundaries_module.all_points()) if points == "all" else tuple(points)
@@ -182,6 +186,8 @@ class CommandEngine:
         function = self._in_process("report")
         if function is not None:
             out = json.dumps(_call(self.name, "report", function, dsn, run_id))
+        elif self.description.status_server:
+            out = self._status_server().ask(dsn, run_id)
         else:
             out = self._run("status", self._argv(self.description.status, run_id=run_id), dsn)
         try:
@@ -206,6 +212,24 @@ class CommandEngine:
         if not isinstance(tables, dict):
             raise errors.CrashcertError(f"engine {self.name}: export must print an object")
         return tables
+
+    def _status_server(self) -> status_server.StatusServer:
+        if self._server is None:
+            env = adapter.inherited_environment()
+            env.update(self.description.env)
+            self._server = status_server.StatusServer(
+                self._argv(self.description.status_server or []),
+                cwd=self.cwd,
+                env=env,
+                name=self.name,
+                timeout_s=COMMAND_TIMEOUT_S,
+            )
+        return self._server
+
+    def close(self) -> None:
+        """Stops the status server, if one was started."""
+        if self._server is not None:
+            self._server.close()
 
     def can(self, action: str) -> bool:
         """Whether the engine offers an operator command (approve, reject, cancel)."""

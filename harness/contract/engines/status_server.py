@@ -1,0 +1,107 @@
+"""A long-lived status process, for engines whose status command is costly to start (a
+framework imported for every poll). harness/CONTRACT.md section 5 (`status_server`): the harness writes one
+JSON line `{"run_id": ..., "database_url": ...}` and reads one line back, the run report
+the status command would print, or `{"error": "..."}`. One process per engine and lab,
+asked one question at a time; a process that died is started again for the next question.
+"""
+
+from __future__ import annotations
+
+import json
+import selectors
+import subprocess
+import threading
+from collections.abc import Mapping
+
+from harness import errors
+
+
+class StatusServer:
+    def __init__(
+        self, argv: list[str], *, cwd: str, env: Mapping[str, str], name: str, timeout_s: float
+    ) -> None:
+        self._argv = argv
+        self._cwd = cwd
+        self._env = dict(env)
+        self._name = name
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+        self.asked = 0  # questions answered, for the benchmark and the tests
+
+    def ask(self, dsn: str, run_id: str) -> str:
+        """The run report's JSON text, as the status command would have printed it."""
+        question = json.dumps({"run_id": run_id, "database_url": dsn}) + "\n"
+        with self._lock:
+            process = self._running()
+            try:
+                assert process.stdin is not None
+                process.stdin.write(question)
+                process.stdin.flush()
+                answer = self._read_line(process)
+            except (OSError, ValueError) as error:
+                self._stop()
+                raise errors.CrashcertError(
+                    f"engine {self._name}: status server: {error}"
+                ) from None
+            self.asked += 1
+        try:
+            failed = json.loads(answer).get("error")
+        except (ValueError, AttributeError):
+            failed = None
+        if failed:
+            raise errors.CrashcertError(f"engine {self._name}: status server: {failed}")
+        return answer
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._stop()
+        try:
+            self._process = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=self._cwd,
+                env=self._env,
+                text=True,
+                bufsize=1,
+            )
+        except OSError as error:
+            raise errors.CrashcertError(
+                f"engine {self._name}: cannot start the status server: {error}"
+            ) from None
+        return self._process
+
+    def _read_line(self, process: subprocess.Popen[str]) -> str:
+        assert process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            if not selector.select(self._timeout_s):
+                raise ValueError(f"no answer within {self._timeout_s:.0f} s")
+        line = process.stdout.readline()
+        if not line:
+            raise ValueError(f"exited with code {process.wait(5)} without an answer")
+        return line
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+        try:
+            process.wait(2)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        if process.stdout is not None:
+            process.stdout.close()
