@@ -23,24 +23,60 @@ _NAMED_SUBSCHEMAS = frozenset(
 # Keywords whose value is a subschema or a list of subschemas.
 _SUBSCHEMAS = frozenset(
     {
-        "items", "prefixItems", "additionalItems", "additionalProperties", "unevaluatedItems",
-        "unevaluatedProperties", "contains", "propertyNames", "not", "if", "then", "else",
-        "anyOf", "oneOf", "allOf",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "additionalProperties",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "anyOf",
+        "oneOf",
+        "allOf",
     }
 )
 # Keywords whose value is a number or a boolean that only bounds the shape.
 _LIMITS = frozenset(
     {
-        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-        "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties",
-        "maxProperties", "minContains", "maxContains", "nullable",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "minContains",
+        "maxContains",
+        "nullable",
     }
 )
 # Keywords kept by name whose values are text or examples (content).
 _KNOWN_TEXT = frozenset(
     {
-        "description", "title", "enum", "const", "default", "examples", "pattern", "format",
-        "$ref", "$id", "$schema", "$comment", "dependentRequired", "contentMediaType",
+        "description",
+        "title",
+        "enum",
+        "const",
+        "default",
+        "examples",
+        "pattern",
+        "format",
+        "$ref",
+        "$id",
+        "$schema",
+        "$comment",
+        "dependentRequired",
+        "contentMediaType",
         "contentEncoding",
     }
 )
@@ -96,7 +132,6 @@ class Redactor:
             else:  # not a keyword we know: its name may be content as well
                 kept[self.key(keyword)] = self.value(item)
         return kept
-
 
 
 def _is_type(item: Any) -> bool:
