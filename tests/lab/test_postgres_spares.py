@@ -6,7 +6,6 @@ lost when Postgres goes away for a while."""
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,7 +13,7 @@ import psycopg
 import pytest
 
 from harness.lab import gate as gate_module
-from harness.lab import postgres
+from harness.lab import postgres, processes
 from harness.lab.postgres import spares as spares_module
 from harness.lab.postgres import templates
 
@@ -29,13 +28,9 @@ def _databases(server: postgres.Server, prefix: str) -> set[str]:
     return {row[0] for row in rows}
 
 
-def _until(condition: object, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
+def _wait(condition: object) -> bool:
+    """The background thread signals nobody: poll the catalog (processes.wait_until)."""
+    return processes.wait_until(condition, timeout=30)
 
 
 @pytest.fixture
@@ -62,16 +57,16 @@ def test_a_taken_database_is_a_copy_of_the_template_and_spares_are_replaced(
 ) -> None:
     spares = spares_module.Spares(pg_server, marked_template, size=2, hold=_unguarded)
     try:
-        assert _until(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) >= 2)
+        assert _wait(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) >= 2)
         name = f"cc_trial_spares_{uuid.uuid4().hex[:8]}"
         dsn = spares.take(name)
         with psycopg.connect(dsn) as conn:
             assert conn.execute("SELECT v FROM marker").fetchone() == ("from the template",)
             assert conn.execute("SELECT current_database()").fetchone() == (name,)
         # the spare it was made from is gone, and a new one is made
-        assert _until(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) == 2)
+        assert _wait(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) == 2)
         spares.drop_later(name)
-        assert _until(lambda: name not in _databases(pg_server, name))
+        assert _wait(lambda: name not in _databases(pg_server, name))
     finally:
         spares.close()
     assert not _databases(pg_server, spares_module.SPARE_PREFIX)
@@ -101,13 +96,13 @@ def test_spares_are_made_again_after_postgres_was_away(
 ) -> None:
     spares = spares_module.Spares(restartable_pg, marked_template, size=1, hold=_unguarded)
     try:
-        assert _until(lambda: len(_databases(restartable_pg, spares_module.SPARE_PREFIX)) == 1)
+        assert _wait(lambda: len(_databases(restartable_pg, spares_module.SPARE_PREFIX)) == 1)
         restartable_pg.stop_immediate()
         name = f"cc_trial_spares_{uuid.uuid4().hex[:8]}"
         with pytest.raises(psycopg.OperationalError):
             spares.take(name)  # the rename and the clone both need the server
         restartable_pg.start()
-        assert _until(lambda: len(_databases(restartable_pg, spares_module.SPARE_PREFIX)) >= 1)
+        assert _wait(lambda: len(_databases(restartable_pg, spares_module.SPARE_PREFIX)) >= 1)
         dsn = spares.take(name)
         with psycopg.connect(dsn) as conn:
             assert conn.execute("SELECT count(*) FROM marker").fetchone() == (1,)
