@@ -113,10 +113,13 @@ class CommandEngine:
         values = {"python": sys.executable, **values}
         return [part.format(**values) for part in template]
 
-    def _env(self, dsn: str) -> dict[str, str]:
+    def _env(self, dsn: str | None) -> dict[str, str]:
+        """A command's environment; without `dsn` (a status server: each question names its
+        database) no DATABASE_URL."""
         env = adapter.inherited_environment()
         env.update(self.description.env)
-        env["DATABASE_URL"] = dsn
+        if dsn is not None:
+            env["DATABASE_URL"] = dsn
         return env
 
     def _run(self, what: str, argv: list[str], dsn: str, *, stdin: str | None = None) -> str:
@@ -215,12 +218,10 @@ class CommandEngine:
 
     def _status_server(self) -> status_server.StatusServer:
         if self._server is None:
-            env = adapter.inherited_environment()
-            env.update(self.description.env)
             self._server = status_server.StatusServer(
                 self._argv(self.description.status_server or []),
                 cwd=self.cwd,
-                env=env,
+                env=self._env(None),
                 name=self.name,
                 timeout_s=COMMAND_TIMEOUT_S,
             )
