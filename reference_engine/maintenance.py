@@ -5,6 +5,8 @@ Both run in the worker loop and in `reconcile`; every pass is one bounded transa
 
 from __future__ import annotations
 
+from typing import Any
+
 from reference_engine import connection, events, transitions
 
 
@@ -15,37 +17,49 @@ def reconcile(
     changed: list[tuple[str, str]] = []
     with events.transaction(db, redact=redact) as tx:
         for row in tx.all("expired_leases", limit=limit):
-            run_id = str(row["id"])
-            if row["cancel_requested"]:
-                transitions.cancel(tx, run_id)
-                to = "cancelled"
-            elif row["attempts"] >= row["max_attempts"]:
-                tx.all("interrupt_open_model_calls", run_id=run_id, error="run dead-lettered")
-                tx.all(
-                    "finish_run",
-                    run_id=run_id,
-                    status="dead_lettered",
-                    reason=f"lease expired on all {row['attempts']} attempts",
-                )
-                tx.event(run_id, "run.dead_lettered", reason="lease expired on the last attempt")
-                to = "dead_lettered"
-            else:
-                tx.all("release_run", run_id=run_id, delay_ms=backoff_ms)
-                to = "pending"
-            # the epoch of the lease that expired, with no worker: nobody acted under it
-            tx.event(
-                run_id,
-                "run.reconciled",
-                lease_epoch=row["lease_epoch"],
-                from_owner=row["lease_owner"],
-                to=to,
-            )
-            changed.append((run_id, to))
-        for row in tx.all("exhausted_pending", limit=limit):
-            run_id = str(row["id"])
-            tx.all("finish_run", run_id=run_id, status="dead_lettered", reason="no attempts left")
-            tx.event(run_id, "run.dead_lettered", reason="no attempts left")
-            changed.append((run_id, "dead_lettered"))
+            changed.append((str(row["id"]), recover_expired(tx, row, backoff_ms=backoff_ms)))
+        changed.extend(dead_letter_exhausted(tx, limit=limit))
+    return changed
+
+
+def recover_expired(tx: events.Tx, row: dict[str, Any], *, backoff_ms: int) -> str:
+    """One run whose lease expired with no worker: its new status."""
+    run_id = str(row["id"])
+    if row["cancel_requested"]:
+        transitions.cancel(tx, run_id)
+        to = "cancelled"
+    elif row["attempts"] >= row["max_attempts"]:
+        tx.all("interrupt_open_model_calls", run_id=run_id, error="run dead-lettered")
+        tx.all(
+            "finish_run",
+            run_id=run_id,
+            status="dead_lettered",
+            reason=f"lease expired on all {row['attempts']} attempts",
+        )
+        tx.event(run_id, "run.dead_lettered", reason="lease expired on the last attempt")
+        to = "dead_lettered"
+    else:
+        tx.all("release_run", run_id=run_id, delay_ms=backoff_ms)
+        to = "pending"
+    # the epoch of the lease that expired, with no worker: nobody acted under it
+    tx.event(
+        run_id,
+        "run.reconciled",
+        lease_epoch=row["lease_epoch"],
+        from_owner=row["lease_owner"],
+        to=to,
+    )
+    return to
+
+
+def dead_letter_exhausted(tx: events.Tx, *, limit: int) -> list[tuple[str, str]]:
+    """Pending runs with no attempts left -> dead_lettered."""
+    changed = []
+    for row in tx.all("exhausted_pending", limit=limit):
+        run_id = str(row["id"])
+        tx.all("finish_run", run_id=run_id, status="dead_lettered", reason="no attempts left")
+        tx.event(run_id, "run.dead_lettered", reason="no attempts left")
+        changed.append((run_id, "dead_lettered"))
     return changed
 
 

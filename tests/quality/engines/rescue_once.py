@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from reference_engine import cli, connection, events, maintenance, transitions
+from reference_engine import cli, connection, events, maintenance
 
 # A run claimed more than once was recovered already.
 RECOVERED_AFTER_CLAIMS = 1
@@ -27,36 +27,9 @@ def reconcile(
         for row in tx.all("expired_leases", limit=limit):
             if row["attempts"] > RECOVERED_AFTER_CLAIMS:
                 continue  # BROKEN: recovered once already; recovery does not come back to it
-            run_id = str(row["id"])
-            if row["cancel_requested"]:
-                transitions.cancel(tx, run_id)
-                to = "cancelled"
-            elif row["attempts"] >= row["max_attempts"]:
-                tx.all("interrupt_open_model_calls", run_id=run_id, error="run dead-lettered")
-                tx.all(
-                    "finish_run",
-                    run_id=run_id,
-                    status="dead_lettered",
-                    reason=f"lease expired on all {row['attempts']} attempts",
-                )
-                tx.event(run_id, "run.dead_lettered", reason="lease expired on the last attempt")
-                to = "dead_lettered"
-            else:
-                tx.all("release_run", run_id=run_id, delay_ms=backoff_ms)
-                to = "pending"
-            tx.event(
-                run_id,
-                "run.reconciled",
-                lease_epoch=row["lease_epoch"],
-                from_owner=row["lease_owner"],
-                to=to,
-            )
-            changed.append((run_id, to))
-        for row in tx.all("exhausted_pending", limit=limit):
-            run_id = str(row["id"])
-            tx.all("finish_run", run_id=run_id, status="dead_lettered", reason="no attempts left")
-            tx.event(run_id, "run.dead_lettered", reason="no attempts left")
-            changed.append((run_id, "dead_lettered"))
+            to = maintenance.recover_expired(tx, row, backoff_ms=backoff_ms)
+            changed.append((str(row["id"]), to))
+        changed.extend(maintenance.dead_letter_exhausted(tx, limit=limit))
     return changed
 
 
