@@ -1,8 +1,9 @@
 """A long-lived status process, for engines whose status command is costly to start (a
-framework imported for every poll). harness/CONTRACT.md section 5 (`status_server`): the harness writes one
-JSON line `{"run_id": ..., "database_url": ...}` and reads one line back, the run report
-the status command would print, or `{"error": "..."}`. One process per engine and lab,
-asked one question at a time; a process that died is started again for the next question.
+framework imported for every poll). harness/CONTRACT.md section 5 (`status_server`): the
+harness writes one JSON line `{"run_id": ..., "database_url": ...}` and reads one line
+back, the run report the status command would print, or `{"error": "..."}`. One process
+per engine and lab, asked one question at a time; a process that died is started again for
+the next question.
 """
 
 from __future__ import annotations

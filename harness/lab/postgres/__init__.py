@@ -42,6 +42,7 @@ __all__ = [
     "provide",
     "provider",
     "server",
+    "spares",
     "templates",
     "xact",
 ]
