@@ -23,7 +23,7 @@ from harness.scenario import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
-ParamKind = Literal["flag", "seconds", "milliseconds", "point"]
+ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Param:
     name: str
     kind: ParamKind
     meaning: str
+    choices: tuple[str, ...] = ()  # a "choice": the values it may take, the first the default
 
 
 PARAMS: dict[str, Param] = {
@@ -43,6 +44,13 @@ PARAMS: dict[str, Param] = {
         Param("heal_at", "point", "heal when any worker reports this point, e.g. tool.settled#1"),
         Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
         Param("latency_ms", "milliseconds", "the delay added to the link"),
+        Param(
+            "when",
+            "choice",
+            "submit_twice: resubmit at_once (right after the first submit) or after_finish "
+            "(once the run is terminal)",
+            choices=("at_once", "after_finish"),
+        ),
     )
 }
 # Times are bounded like a scenario's deadline: a heal or a time point beyond it only
@@ -54,6 +62,9 @@ MAX_FAULT_LATENCY_MS = limits.MAX_LATENCY_MS
 
 # After the terminal commit no lease is held: pausing or cutting there proves nothing new.
 HOLDS_LEASE_UNTIL = "run.finished"
+# The point of a fault that strikes the run as a whole, not a boundary (`submit_twice@run`):
+# the harness does it itself (harness/trial/runner.py), no worker reports it.
+RUN_POINT = "run"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +85,9 @@ class FaultClass:
     params: tuple[str, ...] = ()
     # Expanded by `--faults` (crashcert matrix, certify, explore).
     matrix: bool = True
+    # It strikes the run as a whole at RUN_POINT: the matrix plans it once per value of its
+    # choice param (per scenario), not once per boundary of the baseline.
+    per_run: bool = False
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -133,6 +147,14 @@ CATALOG: dict[str, FaultClass] = {
             cuts_database=True,
             params=_HEAL_PARAMS,
         ),
+        FaultClass(
+            "submit_twice",
+            "the client submits the same RunInput again (a retry after a lost "
+            "acknowledgement), at once or after the run finished",
+            after_release=True,
+            params=("when",),
+            per_run=True,
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(CATALOG)
@@ -151,8 +173,10 @@ else:  # the catalog's names, so a bad action is refused naming them all
 def applies_at(fault: str, point: str) -> bool:
     """Where a fault of this class may strike: a commit fault only while a COMMIT is in
     flight (a `:before_commit` point); a lease fault not at run.finished or its twin (no
-    lease is held there); a kill anywhere."""
+    lease is held there); a kill anywhere; a per-run fault at RUN_POINT alone."""
     found = CATALOG[fault]
+    if found.per_run or point == RUN_POINT:
+        return found.per_run and point == RUN_POINT
     if found.before_commit:
         return point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
     return found.after_release or boundaries.base_name(point) != HOLDS_LEASE_UNTIL
@@ -219,6 +243,10 @@ def parse(text: str) -> FaultStep:
     """
     match = _match(text)
     point = match["point"]
+    if point == RUN_POINT:
+        step = _step(text, match)
+        _check_run_point(text, step)
+        return step
     if not (boundaries.is_known(point) or boundaries.is_blackbox_point(point)):
         raise errors.CrashcertError(
             f"bad fault {text!r}: unknown point {point!r}; "
@@ -232,6 +260,7 @@ def parse(text: str) -> FaultStep:
             "longer than any scenario's deadline"
         )
     step = _step(text, match)
+    _check_run_point(text, step)
     _check_commit_point(text, step)
     _check_heal_at(text, step)
     return step
@@ -280,6 +309,31 @@ def _step(text: str, match: re.Match[str]) -> FaultStep:
         raise errors.CrashcertError(f"bad fault {text!r}: {validation.describe(error)}") from None
     except ValueError as error:
         raise errors.CrashcertError(f"bad fault {text!r}: {error}") from None
+
+
+def per_run_choices(fault: str) -> list[dict[str, Any]]:
+    """The params of each trial the matrix plans for a per-run fault: one per value of its
+    choice param (`submit_twice`: when=at_once, when=after_finish)."""
+    for name in CATALOG[fault].params:
+        if PARAMS[name].kind == "choice":
+            return [{name: value} for value in PARAMS[name].choices]
+    return [{}]
+
+
+def _check_run_point(text: str, step: FaultStep) -> None:
+    """`submit_twice@run`: a per-run fault strikes the run, nothing else does."""
+    per_run = CATALOG[step.action].per_run
+    if per_run and step.point != RUN_POINT:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: {step.action} strikes the run as a whole: "
+            f"write {step.action}@{RUN_POINT}"
+        )
+    if not per_run and step.point == RUN_POINT:
+        whole = [name for name, fault in CATALOG.items() if fault.per_run]
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: only {', '.join(whole)} strike(s) @{RUN_POINT}; "
+            f"{step.action} needs a boundary point"
+        )
 
 
 def _check_commit_point(text: str, step: FaultStep) -> None:
@@ -352,4 +406,8 @@ def _param_value(param: Param, raw: str) -> Any:
                 f"{name}={raw}: expected whole milliseconds from 1 to {MAX_FAULT_LATENCY_MS}"
             )
         return int(raw)
+    if param.kind == "choice":
+        if raw not in param.choices:
+            raise ValueError(f"{name}={raw}: expected one of {', '.join(param.choices)}")
+        return raw
     return raw  # a point: _check_heal_at knows it
