@@ -20,7 +20,8 @@ from harness.world import ledger, transcript
 
 # Faults that interrupt a worker, and the records that mark the end of one
 # (harness/faults/spec.py); a kill ends the moment it happens.
-INTERRUPTING = frozenset(spec.CATALOG)
+# A per-run fault (submit_twice) interrupts no worker: it excuses no repeat in any window.
+INTERRUPTING = frozenset(name for name, fault in spec.CATALOG.items() if not fault.per_run)
 ENDING = spec.ENDINGS
 _ENDED_BY = {name: fault.ended_by for name, fault in spec.CATALOG.items() if fault.ended_by}
 DATABASE_FAULTS = frozenset(name for name, fault in spec.CATALOG.items() if fault.cuts_database)

@@ -34,6 +34,10 @@ CRASH_SAFE_REQUIRES: tuple[str, ...] = (
     *AT_LEAST_ONCE_REQUIRES,
     "tool.at_most_once",
     "reply.single_delivery",
+    # A client's retried submit that starts a second run repeats the whole run: its model
+    # calls, its effects (under new idempotency keys, so no tool dedupes them) and its
+    # reply. That is reply.single_delivery's harm seen from the client, so it sits here.
+    "run.single_submit",
     "budget.not_restored",
 )
 

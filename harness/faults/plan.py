@@ -76,13 +76,20 @@ def kill_plans(
 def fault_plans(
     trace: list[tuple[str, int]], faults: list[str], *, second_kill: bool = False
 ) -> list[list[spec.FaultStep]]:
-    """One trial per applicable (fault, point, occurrence) of the baseline trace."""
+    """One trial per applicable (fault, point, occurrence) of the baseline trace; a per-run
+    fault (submit_twice) one per value of its choice param."""
     plans: list[list[spec.FaultStep]] = []
     for fault in faults:
         if fault not in spec.MATRIX:
             raise errors.CrashcertError(f"unknown fault class {fault!r}; known: {spec.MATRIX}")
         if fault == "kill":
             plans.extend(kill_plans(trace, second_kill=second_kill))
+            continue
+        if spec.CATALOG[fault].per_run:  # the run as a whole: once per choice, no point
+            plans.extend(
+                [spec.FaultStep(action=fault, point=spec.RUN_POINT, params=params)]
+                for params in spec.per_run_choices(fault)
+            )
             continue
         for point, occurrence in trace:
             if spec.applies_at(fault, point):

@@ -33,7 +33,7 @@ from harness.lab import isolation, proxy_audit, shared
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema
-from harness.trial import actions, history
+from harness.trial import actions, history, resubmit
 from harness.trial import artifacts as store
 from harness.trial import recorder as recorder_module
 from harness.world import world as world_module
@@ -266,12 +266,18 @@ def _execute(
                 policy=nemesis.on_hit,
             ).install()
         try:
-            run_id = engine.submit(dsn, build_input(spec.scenario, trial.run_key))
+            run_input = build_input(spec.scenario, trial.run_key)
+            run_id = engine.submit(dsn, run_input)
             trial.run_id = run_id
+            for step in resubmit.planned(spec.plan, resubmit.AT_ONCE):
+                resubmit.resubmit(
+                    engine, dsn, run_input, step, first_run_id=run_id, recorder=recorder
+                )
             for _ in range(spec.initial_workers):
                 launcher.start()
             trial.workers_started_at = time.time()
             _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
+            _resubmit_after_finish(engine, dsn, trial, run_input, server, recorder, spec)
         finally:
             if trigger is not None:
                 trigger.close()  # first: no late world kill or fresh worker after this
@@ -290,6 +296,37 @@ def _execute(
             trial.engine_tables = engine.export(dsn, trial.run_id)
         if server.protocol_errors:
             raise errors.CrashcertError("; ".join(server.protocol_errors[:3]))
+
+
+def _resubmit_after_finish(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    run_input: run_report.RunInput,
+    server: control.ControlServer,
+    recorder: recorder_module.Recorder,
+    spec: TrialSpec,
+) -> None:
+    """`submit_twice@run?when=after_finish`, once the run was seen terminal (else it never
+    strikes: plan.applied says so), then whatever run it answered is let end."""
+    steps = resubmit.planned(spec.plan, resubmit.AFTER_FINISH)
+    if not steps or trial.finished_at is None or trial.run_id is None:
+        return
+    answered = [
+        resubmit.resubmit(
+            engine, dsn, run_input, step, first_run_id=trial.run_id, recorder=recorder
+        )
+        for step in steps
+    ]
+    slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
+    resubmit.await_terminal(
+        engine,
+        dsn,
+        [run_id for run_id in answered if run_id is not None],
+        server=server,
+        deadline=time.monotonic() + spec.scenario.deadline_s + slack,
+        poll_s=REPORT_POLL_S,
+    )
 
 
 def _wait_terminal(
