@@ -76,8 +76,10 @@ def run_matrix(
         counter.done(baseline)
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
+        world = plan.world_trace(baseline.history)
         for steps in plan.at_points(
-            plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill), points
+            plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill, world=world),
+            points,
         ):
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
 

@@ -242,8 +242,9 @@ def interruptions(history: history_module.TrialHistory) -> list[Interruption]:
     for index, fault in enumerate(faults):
         if fault.action not in INTERRUPTING or not fault.ok:
             continue
-        end = fault.t if fault.action == "kill" else math.inf
         ender = _ENDED_BY.get(fault.action)
+        # A fault nothing ends (a kill, a lost response) is over the moment it happens.
+        end = fault.t if ender is None else math.inf
         for later in faults[index + 1 :]:
             if later.seq in used or later.action != ender or not later.ok:
                 continue

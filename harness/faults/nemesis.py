@@ -64,7 +64,8 @@ class Nemesis:
         lease_s: float,
         dsn: str | None = None,  # the trial's database, read past every proxy
     ) -> None:
-        self._pending = list(plan)
+        # A lost response or a cut stream is the world's doing (world_trigger), not ours.
+        self._pending = [step for step in plan if step.action not in spec.IN_WORLD]
         self._launcher = launcher
         self._recorder = recorder
         self._proxies = proxies

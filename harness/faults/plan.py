@@ -9,6 +9,7 @@ of a baseline's span (`time:+Xs`), and a rerun strikes where such a kill landed.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ from harness import errors
 from harness.contract import boundaries
 from harness.faults import spec
 from harness.trial import history
+from harness.world import ledger
 
 # Time kills are drawn in this part of the baseline's span (first model answer -> terminal).
 TIME_SPAN = (0.05, 0.95)
@@ -73,11 +75,63 @@ def kill_plans(
     return plans
 
 
+@dataclasses.dataclass(frozen=True)
+class WorldTrace:
+    """The world points of a baseline's run, counted as world_trigger counts them."""
+
+    points: list[tuple[str, int]]
+    streamed: frozenset[int]  # occurrences of world:model.answered asked with stream: true
+
+
+def world_trace(trial: history.TrialHistory) -> WorldTrace:
+    """Read from the world's ledgers, so a baseline of an engine that reports boundaries
+    (no world trigger ran) still says where the world answered, applied and accepted."""
+    model_answered, tool_effect, reply_accepted = boundaries.WORLD_POINTS
+    entries: list[tuple[int, str, bool]] = [
+        (entry.seq, model_answered, entry.stream)
+        for entry in trial.model
+        if entry.run_key == trial.run_key and entry.status_code == 200
+    ]
+    entries += [
+        (e.seq, tool_effect, False) for e in trial.tools if isinstance(e, ledger.ToolEffect)
+    ]
+    entries += [
+        (e.seq, reply_accepted, False) for e in trial.sink if isinstance(e, ledger.ReplyDelivery)
+    ]
+    counts: dict[str, int] = {}
+    points: list[tuple[str, int]] = []
+    streamed: set[int] = set()
+    for _, point, stream in sorted(entries):
+        counts[point] = counts.get(point, 0) + 1
+        points.append((point, counts[point]))
+        if stream:
+            streamed.add(counts[point])
+    return WorldTrace(points, frozenset(streamed))
+
+
+def _world_points(
+    fault: str, trace: list[tuple[str, int]], world: WorldTrace | None
+) -> list[tuple[str, int]]:
+    """Where a fault of the world's response strikes. A stream is cut only where the engine
+    streamed; an engine that never streams gets one stream_cut, at the first answer, which
+    the world records as not applicable (plan.applied INCONCLUSIVE, never a PASS)."""
+    points = trace if world is None else world.points
+    found = [hit for hit in points if spec.applies_at(fault, hit[0])]
+    if fault != "stream_cut" or world is None:
+        return found
+    return [hit for hit in found if hit[1] in world.streamed] or found[:1]
+
+
 def fault_plans(
-    trace: list[tuple[str, int]], faults: list[str], *, second_kill: bool = False
+    trace: list[tuple[str, int]],
+    faults: list[str],
+    *,
+    second_kill: bool = False,
+    world: WorldTrace | None = None,
 ) -> list[list[spec.FaultStep]]:
     """One trial per applicable (fault, point, occurrence) of the baseline trace; a per-run
-    fault (submit_twice) one per value of its choice param."""
+    fault (submit_twice) one per value of its choice param; a fault of the world's response
+    at the world points of `world` (the trace's own when None)."""
     plans: list[list[spec.FaultStep]] = []
     for fault in faults:
         if fault not in spec.MATRIX:
@@ -91,7 +145,8 @@ def fault_plans(
                 for params in spec.per_run_choices(fault)
             )
             continue
-        for point, occurrence in trace:
+        points = _world_points(fault, trace, world) if fault in spec.IN_WORLD else trace
+        for point, occurrence in points:
             if spec.applies_at(fault, point):
                 plans.append([spec.FaultStep(action=fault, point=point, occurrence=occurrence)])
     return plans

@@ -23,7 +23,7 @@ from harness.scenario import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
-ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice"]
+ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,13 @@ PARAMS: dict[str, Param] = {
         Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
         Param("latency_ms", "milliseconds", "the delay added to the link"),
         Param(
+            "mode",
+            "choice",
+            "how a response is lost: reset (RST) or hang (held past the client's timeout)",
+            choices=("reset", "hang"),
+        ),
+        Param("after_chunks", "count", "the server-sent events delivered before the cut"),
+        Param(
             "when",
             "choice",
             "submit_twice: resubmit at_once (right after the first submit) or after_finish "
@@ -57,6 +64,7 @@ PARAMS: dict[str, Param] = {
 # stalls the trial.
 MAX_FAULT_S = limits.MAX_DEADLINE_S
 MAX_FAULT_LATENCY_MS = limits.MAX_LATENCY_MS
+MAX_CHUNKS = 10_000
 
 # --- the catalog -------------------------------------------------------------------------
 
@@ -88,6 +96,9 @@ class FaultClass:
     # It strikes the run as a whole at RUN_POINT: the matrix plans it once per value of its
     # choice param (per scenario), not once per boundary of the baseline.
     per_run: bool = False
+    # It acts on the world's response, so only these world points take it; the world
+    # applies it in the request's thread (harness/faults/world_trigger.py), not the nemesis.
+    world_points: tuple[str, ...] = ()
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -155,12 +166,30 @@ CATALOG: dict[str, FaultClass] = {
             params=("when",),
             per_run=True,
         ),
+        FaultClass(
+            "response_lost",
+            "the world applies the effect (or answers), then the response never arrives: "
+            "reset, or held past the client's timeout",
+            after_release=True,
+            params=("mode",),
+            world_points=boundaries.WORLD_POINTS,
+        ),
+        FaultClass(
+            "stream_cut",
+            "the scripted model's server-sent events end after `after_chunks` chunks, "
+            "before the finish reason and usage",
+            after_release=True,
+            params=("after_chunks",),
+            world_points=(boundaries.WORLD_POINTS[0],),
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(CATALOG)
 MATRIX: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.matrix)
 HEALED = frozenset(name for name, fault in CATALOG.items() if fault.healed)
 COMMIT = frozenset(name for name, fault in CATALOG.items() if fault.before_commit)
+# Applied by the world to its own response, not by the nemesis to a worker.
+IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_points)
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
 ENDINGS = frozenset(fault.ended_by for fault in CATALOG.values() if fault.ended_by)
 
@@ -173,10 +202,13 @@ else:  # the catalog's names, so a bad action is refused naming them all
 def applies_at(fault: str, point: str) -> bool:
     """Where a fault of this class may strike: a commit fault only while a COMMIT is in
     flight (a `:before_commit` point); a lease fault not at run.finished or its twin (no
-    lease is held there); a kill anywhere; a per-run fault at RUN_POINT alone."""
+    lease is held there); a kill anywhere; a fault of the world's response only at its
+    world points; a per-run fault at RUN_POINT alone."""
     found = CATALOG[fault]
     if found.per_run or point == RUN_POINT:
         return found.per_run and point == RUN_POINT
+    if found.world_points:
+        return point in found.world_points
     if found.before_commit:
         return point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
     return found.after_release or boundaries.base_name(point) != HOLDS_LEASE_UNTIL
@@ -262,6 +294,7 @@ def parse(text: str) -> FaultStep:
     step = _step(text, match)
     _check_run_point(text, step)
     _check_commit_point(text, step)
+    _check_world_point(text, step)
     _check_heal_at(text, step)
     return step
 
@@ -352,6 +385,16 @@ def _check_commit_point(text: str, step: FaultStep) -> None:
     )
 
 
+def _check_world_point(text: str, step: FaultStep) -> None:
+    """A lost response or a cut stream is the world's doing: it needs a world point."""
+    where = CATALOG[step.action].world_points
+    if where and step.point not in where:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: {step.action} acts on a response of the world, so it "
+            f"strikes only at {', '.join(where)}"
+        )
+
+
 def _check_heal_at(text: str, step: FaultStep) -> None:
     """`db_cut@tools.pending#1?heal_at=tool.settled#1`: heal when any worker reports that."""
     heal_at = step.params.get("heal_at")
@@ -410,4 +453,8 @@ def _param_value(param: Param, raw: str) -> Any:
         if raw not in param.choices:
             raise ValueError(f"{name}={raw}: expected one of {', '.join(param.choices)}")
         return raw
+    if param.kind == "count":
+        if not raw.isdigit() or int(raw) > MAX_CHUNKS:
+            raise ValueError(f"{name}={raw}: expected a whole number from 0 to {MAX_CHUNKS}")
+        return int(raw)
     return raw  # a point: _check_heal_at knows it

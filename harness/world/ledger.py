@@ -33,6 +33,8 @@ class ModelRequest(Entry):
     problems: list[str] = pydantic.Field(default_factory=list)
     # Why the model refused (status 4xx): "script exhausted", no run marker, ...
     error: str | None = None
+    # Asked with `stream: true`: answered as server-sent events (a stream_cut can cut it).
+    stream: bool = False
 
 
 class ToolRequest(Entry):

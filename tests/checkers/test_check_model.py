@@ -295,3 +295,38 @@ def test_pass_without_a_model_answer_says_the_run_ended_as_expected() -> None:
     assert model.check_once_after_decision(trial.build()).summary == (
         "no model request was answered; the run ended budget_exhausted as expected"
     )
+
+
+def lost_model_answer(*, twice_later: bool) -> builders.Trial:
+    """The world answers turn 1, then loses the response (response_lost: no kill); the
+    worker lives on and asks again, a second billed answer of the same turn."""
+    trial = builders.first_round(builders.Trial())
+    trial.checkpoint("model.pending", "model_pending", turn=1)
+    trial.iterations += 1
+    trial.model_request(1)
+    hit = builders.world_hit(trial, "world:model.answered", 2, turn=1)
+    trial.fault("response_lost", hit)
+    trial.model_request(1)
+    trial.hit("model.returned", turn=1)
+    trial.decide(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    if twice_later:  # no fault in turn 2's window: its second call is one too many
+        trial.model_request(2)
+    return builders.last_turn(trial)
+
+
+def test_a_lost_model_answer_allows_one_more_call_of_its_turn() -> None:
+    counted = model.check_count(lost_model_answer(twice_later=False).build())
+    assert counted.verdict is V.PASS
+    assert "turn 1: 2 model calls answered" in builders.evidence(counted)
+    assert "allowed 2 = 1 + 1 interruption(s)" in builders.evidence(counted)
+
+
+def test_a_lost_model_answer_excuses_no_call_of_a_later_turn() -> None:
+    # A lost response is over the moment it happens, like a kill: before, a fault nothing
+    # ends counted as open forever and excused an extra call in every later window.
+    counted = model.check_count(lost_model_answer(twice_later=True).build())
+    assert counted.verdict is V.FAIL
+    assert "turn 2: 2 model calls answered" in builders.evidence(counted)
+    assert "allowed 1 = 1 + 0 interruption(s)" in builders.evidence(counted)

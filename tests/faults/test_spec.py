@@ -21,6 +21,7 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert typing.get_args(action) == spec.NAMES
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
+        "submit_twice", "response_lost", "stream_cut",
     )  # fmt: skip
 
 
@@ -44,9 +45,10 @@ def test_where_each_class_applies() -> None:
 
 @pytest.mark.parametrize("fault", spec.MATRIX)
 def test_the_matrix_plans_a_class_exactly_where_it_applies(fault: str) -> None:
-    planned = [steps[0] for steps in plan.fault_plans(TRACE, [fault])]
+    trace = [*TRACE, *((point, 1) for point in boundaries.WORLD_POINTS)]
+    planned = [steps[0] for steps in plan.fault_plans(trace, [fault])]
     assert [(s.point, s.occurrence) for s in planned] == [
-        (point, 1) for point, _ in TRACE if spec.applies_at(fault, point)
+        (point, 1) for point, _ in trace if spec.applies_at(fault, point)
     ]
     assert {s.action for s in planned} == {fault}
 
@@ -75,3 +77,23 @@ def test_the_cli_help_names_the_catalog_classes() -> None:
     runner = click.testing.CliRunner()
     shown = runner.invoke(main.main, ["matrix", "--help"], terminal_width=200).output
     assert ", ".join(spec.MATRIX) in " ".join(shown.split())
+
+
+def test_a_lost_response_or_a_cut_stream_strikes_only_at_world_points() -> None:
+    assert spec.IN_WORLD == {"response_lost", "stream_cut"}
+    assert [p for p in boundaries.WORLD_POINTS if spec.applies_at("response_lost", p)] == list(
+        boundaries.WORLD_POINTS
+    )
+    assert [p for p in boundaries.WORLD_POINTS if spec.applies_at("stream_cut", p)] == [
+        "world:model.answered"
+    ]
+    assert not spec.applies_at("response_lost", "tool.returned")
+    step = spec.parse("response_lost@world:tool.effect#2?mode=hang")
+    assert (step.point, step.occurrence, step.params) == ("world:tool.effect", 2, {"mode": "hang"})
+    assert spec.parse("stream_cut@world:model.answered#1?after_chunks=0").params == {
+        "after_chunks": 0
+    }
+    with pytest.raises(errors.CrashcertError, match=r"strikes only at world:model\.answered$"):
+        spec.parse("stream_cut@world:tool.effect#1")
+    with pytest.raises(errors.CrashcertError, match="expected one of reset, hang"):
+        spec.parse("response_lost@world:reply.accepted#1?mode=drop")

@@ -40,17 +40,27 @@ PARAM_VALUES = {
     "seconds": seconds,
     "milliseconds": st.integers(min_value=1, max_value=spec.MAX_FAULT_LATENCY_MS),
     "point": point_refs,
+    "count": st.integers(min_value=0, max_value=spec.MAX_CHUNKS),
 }
+
+
+def param_values(param: spec.Param) -> st.SearchStrategy[object]:
+    if param.kind == "choice":
+        return st.sampled_from(param.choices)
+    return PARAM_VALUES[param.kind]
 
 
 @st.composite
 def steps(draw: st.DrawFn) -> spec.FaultStep:
     action = draw(st.sampled_from(spec.NAMES))
     fault = spec.CATALOG[action]
-    point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else any_point)
+    if fault.world_points:
+        point = draw(st.sampled_from(fault.world_points))
+    else:
+        point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else any_point)
     names = [name for name in spec.PARAMS if name != "heal_at" or fault.healed]
     chosen = draw(st.lists(st.sampled_from(names), unique=True))
-    params = {name: draw(PARAM_VALUES[spec.PARAMS[name].kind]) for name in chosen}
+    params = {name: draw(param_values(spec.PARAMS[name])) for name in chosen}
     occurrence = draw(st.integers(min_value=1, max_value=10**9))
     return spec.FaultStep(action=action, point=point, occurrence=occurrence, params=params)
 
@@ -103,7 +113,10 @@ def test_a_commit_fault_away_from_a_commit_is_refused(action: str, point: str) -
     assert not spec.applies_at(action, point)
 
 
-@given(st.sampled_from(sorted(set(spec.NAMES) - spec.HEALED)), st.sampled_from(ENGINE_POINTS))
+@given(
+    st.sampled_from(sorted(set(spec.NAMES) - spec.HEALED - spec.IN_WORLD)),
+    st.sampled_from(ENGINE_POINTS),
+)
 def test_heal_at_is_refused_for_what_is_never_healed(action: str, point: str) -> None:
     assert "heal_at only applies to" in _refused(f"{action}@{point}#1?heal_at=tool.settled#1")
 
