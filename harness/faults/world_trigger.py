@@ -10,6 +10,11 @@ service being answered (psutil, the peer of the request) is handed to the nemesi
 boundary reporter, so every fault class works. When no worker can be identified (a time
 point, or the connection is gone), a kill strikes every live worker of the trial, and a
 fresh worker is started: the run itself is held by at most one of them.
+
+`response_lost` and `stream_cut` are the world's own doing: the trigger records the fault,
+then tells the world's server, in the request's thread, to lose the response it is about
+to send (harness/world/http.py: reset, hang or cut). The effect is real, its answer never
+arrives; no worker is touched.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from harness.faults import spec
 from harness.lab import launcher as launcher_module
 from harness.trial import history
 from harness.trial import recorder as recorder_module
-from harness.world import ledger
+from harness.world import http, ledger
 from harness.world import world as world_module
 
 MODEL_ANSWERED, TOOL_EFFECT, REPLY_ACCEPTED = boundaries.WORLD_POINTS
@@ -89,7 +94,8 @@ class WorldTrigger:
         if entry.run_key != self._run_key:
             return
         self._arm_timers()
-        self._hit(MODEL_ANSWERED, {"turn": entry.turn, "ledger_seq": entry.seq})
+        detail = {"turn": entry.turn, "ledger_seq": entry.seq}
+        self._hit(MODEL_ANSWERED, detail, streamed=entry.stream)
 
     def _tool_effect(self, entry: ledger.ToolEffect) -> None:
         detail = {"tool": entry.tool, "key": entry.key, "ledger_seq": entry.seq}
@@ -112,7 +118,7 @@ class WorldTrigger:
                 self._timers.append(timer)
                 timer.start()
 
-    def _hit(self, point: str, detail: dict[str, Any]) -> None:
+    def _hit(self, point: str, detail: dict[str, Any], *, streamed: bool = False) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -139,6 +145,9 @@ class WorldTrigger:
         )
         recorded = self._recorder.append(hit)
         assert isinstance(recorded, history.BoundaryHit)
+        for step in [s for s in due if s.action in spec.IN_WORLD]:
+            self._lose_response(step, recorded, streamed=streamed)
+        due = [s for s in due if s.action not in spec.IN_WORLD]
         if not due:
             return
         if worker is not None or all(step.action != "kill" for step in due):
@@ -148,6 +157,33 @@ class WorldTrigger:
             return
         for step in due:
             self._kill_every_worker(step, recorded)
+
+    def _lose_response(
+        self, step: spec.FaultStep, hit: history.BoundaryHit, *, streamed: bool
+    ) -> None:
+        """Have the server lose the response it is about to send, and record it: the
+        record lands before the response would have left, so before the engine can react."""
+        if step.action == "stream_cut":
+            if not streamed:
+                note = "the request did not ask to stream: no stream to cut, answered whole"
+                self._record(step, hit, ok=False, note=note)
+                return
+            chunks = step.params.get("after_chunks")
+            fate = http.Fate("cut", after_chunks=None if chunks is None else int(chunks))
+            where = "half" if chunks is None else str(chunks)
+            note = f"stream cut after {where} of its chunks, before its last (no [DONE])"
+        else:
+            mode = str(step.params.get("mode", "reset"))
+            fate = http.Fate("hang" if mode == "hang" else "reset")
+            note = (
+                "response lost: held until the client gave up, then reset"
+                if mode == "hang"
+                else "response lost: connection reset (RST) after the effect was recorded"
+            )
+        if not http.lose_response(fate):  # not served by the world's HTTP server
+            self._record(step, hit, ok=False, note="this response cannot be lost here")
+            return
+        self._record(step, hit, ok=True, note=note)  # the server loses it once we return
 
     def _client(self, port: int | None) -> Any | None:
         """The live worker with a TCP connection to `port` (the request's peer), if one."""

@@ -4,7 +4,9 @@ Black-box mode: an engine that reports no boundaries can still be killed when th
 answers a model call, applies a tool effect (before the response leaves: the "succeeded
 but the answer was lost" case) or accepts a reply. A hook runs synchronously in the
 request's thread before the response is written; it may block while the harness kills
-the client. A hook that raises is logged and ignored: the world keeps serving.
+the client, or have the response lost instead of sent (harness/world/http.py
+lose_response: reset, hang, stream cut). A hook that raises is logged and ignored: the
+world keeps serving.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ Request and returns a Response. The server never crashes on bad input: bad JSON 
 400, an unknown path a 404, a wrong method a 405, and any handler exception a logged
 500, all as JSON errors `{"error": {"message": ..., "type": ...}}`. Stopping does not
 wait for hung requests: their threads are daemons and their connections are shut down.
+
+A response may stream as server-sent events (`Response.events`), and a world hook may lose
+the response being served (`lose_response`): reset the connection, hold it until the client
+gives up, or cut its stream of events. The handler has done its work by then: the effect is
+real, only its answer is lost (harness/faults/world_trigger.py).
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ import http.server
 import json
 import logging
 import re
+import select
 import socket
 import socketserver
+import struct
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +39,9 @@ IDLE_TIMEOUT_S = 120.0
 POLL_INTERVAL_S = 0.02
 # stop() gives the accept loop this long to end; it never waits on request threads.
 STOP_JOIN_TIMEOUT_S = 5.0
+# A hung response is held until the client closes, the world stops, or this long at most.
+HANG_MAX_S = 120.0
+HANG_POLL_S = 0.1
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -58,6 +69,44 @@ class Response:
     status: int
     body: Any
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Set: the response streams these as server-sent events (`data: <json>`, then
+    # `data: [DONE]`) and `body` is not sent.
+    events: Sequence[Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fate:
+    """What becomes of a response instead of its delivery. `reset`: the connection is closed
+    with RST; `hang`: nothing is sent until the client gives up, then RST; `cut`: a stream of
+    events ends cleanly after `after_chunks` of them (None: half of them), always before its
+    last one; a response that does not stream is reset instead."""
+
+    how: Literal["reset", "hang", "cut"]
+    after_chunks: int | None = None
+
+    def events_sent(self, total: int) -> int:
+        """How many of a stream's `total` events leave before the cut."""
+        wanted = total // 2 if self.after_chunks is None else self.after_chunks
+        return max(0, min(wanted, total - 1))
+
+
+class _Slot:
+    """The fate of the response a request thread is serving, when a hook decided one."""
+
+    fate: Fate | None = None
+
+
+_serving = threading.local()
+
+
+def lose_response(fate: Fate) -> bool:
+    """From a world hook, in the request's thread: the response being served meets `fate`.
+    False when this thread serves no JsonServer request (nothing here can lose it)."""
+    slot: _Slot | None = getattr(_serving, "slot", None)
+    if slot is None:
+        return False
+    slot.fate = fate
+    return True
 
 
 def error_response(
@@ -349,12 +398,49 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
         )
+        slot = _serving.slot = _Slot()
         try:
             response = self._app.handle(request)
         except Abandon:
             self.close_connection = True
             return
-        self._send(response)
+        finally:
+            _serving.slot = None
+        if slot.fate is None:
+            self._send(response)
+        else:
+            self._lose(response, slot.fate)
+
+    def _lose(self, response: Response, fate: Fate) -> None:
+        self.close_connection = True
+        logger.debug("world service %s: response lost (%s)", self._app.name, fate.how)
+        if fate.how == "cut" and response.events is not None:
+            self._send(response, cut=fate)
+            return
+        if fate.how == "hang":
+            self._hold()
+        self._reset()
+
+    def _hold(self) -> None:
+        """Send nothing until the client closes (it timed out), the world stops, or
+        HANG_MAX_S: the thread never outlives world.stop() by more than a poll."""
+        deadline = time.monotonic() + HANG_MAX_S
+        while not self._app.stopping.is_set() and time.monotonic() < deadline:
+            try:
+                readable, _, _ = select.select([self.connection], [], [], HANG_POLL_S)
+                if readable and not self.connection.recv(4096):
+                    return  # the client closed its end
+            except (OSError, ValueError):
+                return
+
+    def _reset(self) -> None:
+        """Close with RST (SO_LINGER 0): the client reads a connection reset."""
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.rfile.close()  # its reference would keep the descriptor open past close()
+        self.connection.close()
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -392,7 +478,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             pass
         return b"".join(chunks)
 
-    def _send(self, response: Response) -> None:
+    def _send(self, response: Response, *, cut: Fate | None = None) -> None:
+        if response.events is not None:
+            self._stream(response, cut)
+            return
         try:
             data = json.dumps(response.body).encode()
             status = response.status
@@ -413,6 +502,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             # The client is gone (killed while a hook held the response): nothing to do.
             self.close_connection = True
             logger.debug("world service %s: response not delivered: %s", self._app.name, error)
+
+    def _stream(self, response: Response, cut: Fate | None) -> None:
+        """Server-sent events in HTTP/1.1 chunks; a cut ends the body cleanly early, so the
+        client sees a stream that just stops (no error, no [DONE])."""
+        events = [f"data: {json.dumps(event)}\n\n".encode() for event in response.events or ()]
+        if cut is None:
+            events.append(b"data: [DONE]\n\n")
+        else:
+            events = events[: cut.events_sent(len(events))]
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            for event in events:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError as error:
+            self.close_connection = True
+            logger.debug("world service %s: stream not delivered: %s", self._app.name, error)
 
 
 class Service:

@@ -4,7 +4,8 @@ The run is the key in the marker `[crashcert-run: KEY]` of the first user messag
 turn the number of assistant messages. The same transcript always gets the same answer,
 with `{run}` replaced by the run key, so runs of one scenario share a script. Every
 request is recorded with the transcript problems it shows; only malformed requests, a
-missing marker, streaming and an exhausted script are refused (400).
+missing marker and an exhausted script are refused (400). A `stream: true` request is
+answered as OpenAI's server-sent events (harness/world/stream.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from harness import errors
 from harness.scenario import schema
 from harness.world import hooks as hooks_module
-from harness.world import http, ledger, transcript
+from harness.world import http, ledger, stream, transcript
 
 MODEL_NAME = "crashcert-scripted"
 _MARKER = re.compile(r"\[crashcert-run: ([^\]\s]+)\]")
@@ -93,15 +94,13 @@ class ModelServer(http.Service):
         run_key: str | None = None
         turn = 0
         problems: list[str] = []
+        streamed = False
         try:
             body = request.json_object()
+            streamed = body.get("stream") is True
             messages = _messages(body)
             turn = sum(1 for message in messages if message.get("role") == "assistant")
             run_key = find_run_key(messages)
-            if body.get("stream"):
-                raise http.HttpError(
-                    400, "the scripted model does not stream; send stream: false (or omit it)"
-                )
             if run_key is None:
                 raise http.HttpError(
                     400, "no run marker '[crashcert-run: KEY]' in the first user message"
@@ -124,6 +123,7 @@ class ModelServer(http.Service):
                     status_code=error.status,
                     problems=problems,
                     error=error.message,
+                    stream=streamed,
                 )
             )
             raise
@@ -143,28 +143,31 @@ class ModelServer(http.Service):
                 response=message,
                 usage=usage,
                 problems=problems,
+                stream=streamed,
             )
         )
         hooks_module.call(self.hooks.model_answered, entry, name="model_answered")
         model = body.get("model")
-        return http.Response(
-            200,
-            {
-                "id": f"chatcmpl-{entry.seq}",
-                "object": "chat.completion",
-                "created": int(entry.t),
-                "model": model if isinstance(model, str) else MODEL_NAME,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if scripted.tool_calls else "stop",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": usage,
-            },
-        )
+        completion = {
+            "id": f"chatcmpl-{entry.seq}",
+            "object": "chat.completion",
+            "created": int(entry.t),
+            "model": model if isinstance(model, str) else MODEL_NAME,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if scripted.tool_calls else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": usage,
+        }
+        if streamed:
+            options = body.get("stream_options")
+            with_usage = isinstance(options, dict) and options.get("include_usage") is True
+            return http.Response(200, None, events=stream.chunks(completion, usage=with_usage))
+        return http.Response(200, completion)
 
     def _problems(self, messages: list[dict[str, Any]], run_key: str) -> list[str]:
         problems = transcript.check(messages, turns=self.scenario.turns, run_key=run_key)
@@ -200,9 +203,7 @@ def assistant_message(turn: schema.Turn, run_key: str) -> dict[str, Any]:
             "type": "function",
             "function": {
                 "name": call.name,
-                "arguments": json.dumps(
-                    schema.substitute_run_key(call.arguments, run_key)
-                ),
+                "arguments": json.dumps(schema.substitute_run_key(call.arguments, run_key)),
             },
         }
         for call in turn.tool_calls

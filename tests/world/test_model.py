@@ -182,9 +182,6 @@ def test_a_late_answer_is_unanswered_then_late(
             id="no-marker",
         ),
         pytest.param(
-            {"messages": _first_messages(), "stream": True}, "does not stream", id="streaming"
-        ),
-        pytest.param(
             {
                 "messages": [
                     *_first_messages(),
