@@ -31,6 +31,8 @@ class Settings(pydantic.BaseModel):
     retry_limit: int = pydantic.Field(default=5, ge=0)
     redact: bool = False
     retention_s: int = pydantic.Field(default=7 * 24 * 3600, ge=0)
+    # Ask the model for server-sent events (reference_engine/engine_stream.yaml).
+    stream: bool = False
 
 
 _ENV: dict[str, str] = {
@@ -50,6 +52,7 @@ _ENV: dict[str, str] = {
     "CRASHCERT_RETRY_LIMIT": "retry_limit",
     "CRASHCERT_REDACT": "redact",
     "CRASHCERT_RETENTION_S": "retention_s",
+    "CRASHCERT_STREAM": "stream",
 }
 
 

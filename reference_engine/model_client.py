@@ -1,6 +1,12 @@
 """The model over the official `openai` client (retries off: the engine owns retries).
 
 Imported only by the worker, so the short-lived CLI commands never load `openai`.
+
+With `stream` (CRASHCERT_STREAM=1, reference_engine/engine_stream.yaml) the answer comes as
+server-sent events, assembled here from its content and tool-call deltas and its usage
+chunk. A stream that ends without its finish reason or its usage is a failed call, retried
+like a lost connection: the engine never acts on part of a decision. A retried call is a
+new billed call; only the answer the engine receives whole is recorded and billed.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ import dataclasses
 import time
 from typing import Any
 
+import httpx
 import openai
 
 from reference_engine import errors
@@ -38,9 +45,11 @@ class ModelClient:
         model: str,
         timeout_s: float,
         delays: list[float],
+        stream: bool = False,
     ) -> None:
         self.model = model
         self.delays = delays
+        self.stream = stream
         self.client = _PROTOTYPE.with_options(
             base_url=base_url or DEFAULT_BASE_URL,
             api_key=api_key,
@@ -57,6 +66,8 @@ class ModelClient:
             time.sleep(delay)
             try:
                 extra: dict[str, Any] = {"tools": tools} if tools else {}
+                if self.stream:
+                    return self._streamed(messages, extra)
                 completion = self.client.chat.completions.create(
                     model=self.model,
                     messages=messages,  # type: ignore[arg-type]
@@ -66,8 +77,10 @@ class ModelClient:
                 openai.APIConnectionError,
                 openai.RateLimitError,
                 openai.InternalServerError,
+                httpx.TransportError,  # a stream broken mid-body
+                IncompleteStream,
             ) as error:
-                last = error  # not processed (or overloaded): the same call may be retried
+                last = error  # no whole answer (or overloaded): the same call may be retried
                 continue
             except openai.APIStatusError as error:
                 if error.status_code >= 500 or error.status_code in (408, 409, 429):
@@ -81,16 +94,77 @@ class ModelClient:
             f"model unavailable after {len(self.delays) + 1} tries: {last}"
         )
 
+    def _streamed(self, messages: list[dict[str, Any]], extra: dict[str, Any]) -> ModelAnswer:
+        create: Any = self.client.chat.completions.create  # Any: its overloads want typed params
+        stream = create(
+            model=self.model,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            **extra,
+        )
+        with stream:
+            return assemble(stream)
+
+
+class IncompleteStream(Exception):
+    """The stream ended before its finish reason or its usage: no whole answer came."""
+
+
+def assemble(chunks: Any) -> ModelAnswer:
+    """One answer from a stream's chunks; IncompleteStream unless it came whole."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage_obj: Any = None
+    seen = 0
+    for chunk in chunks:
+        seen += 1
+        usage_obj = chunk.usage or usage_obj
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            delta = choice.delta
+            content.append(delta.content or "")
+            for part in delta.tool_calls or []:
+                call = calls.setdefault(
+                    part.index, {"id": "", "type": "function", "name": "", "arguments": ""}
+                )
+                call["id"] += part.id or ""
+                if part.function is not None:
+                    call["name"] += part.function.name or ""
+                    call["arguments"] += part.function.arguments or ""
+    if finish is None or usage_obj is None:
+        missing = "finish reason" if finish is None else "usage"
+        raise IncompleteStream(f"stream ended after {seen} chunks without its {missing}")
+    message: dict[str, Any] = {"role": "assistant"}
+    if "".join(content):
+        message["content"] = "".join(content)
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for _, call in sorted(calls.items())
+        ]
+    usage = _usage(usage_obj)
+    raw = {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
+    return ModelAnswer(message=message, usage=usage, raw={**raw, "streamed": True})
+
+
+def _usage(usage_obj: Any) -> dict[str, int]:
+    return {
+        "prompt_tokens": int(getattr(usage_obj, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage_obj, "completion_tokens", 0) or 0),
+        "total_tokens": int(getattr(usage_obj, "total_tokens", 0) or 0),
+    }
+
 
 def _answer(completion: Any) -> ModelAnswer:
     try:
         message = completion.choices[0].message.model_dump(mode="json", exclude_none=True)
     except (IndexError, AttributeError) as error:
         raise errors.WorldError(f"model answered without a choice: {error}") from None
-    usage_obj = completion.usage
-    usage = {
-        "prompt_tokens": int(getattr(usage_obj, "prompt_tokens", 0) or 0),
-        "completion_tokens": int(getattr(usage_obj, "completion_tokens", 0) or 0),
-        "total_tokens": int(getattr(usage_obj, "total_tokens", 0) or 0),
-    }
+    usage = _usage(completion.usage)
     return ModelAnswer(message=message, usage=usage, raw=completion.model_dump(mode="json"))

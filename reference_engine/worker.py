@@ -95,6 +95,7 @@ class Worker:
             model=settings.model,
             timeout_s=timeout_s,
             delays=backoff.delays(),
+            stream=settings.stream,
         )
         self.telemetry = telemetry.from_env(
             worker_id=settings.worker_id, model=settings.model, redact=settings.redact
