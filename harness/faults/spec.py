@@ -23,7 +23,7 @@ from harness.scenario import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
-ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count"]
+ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count", "signed_seconds"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,10 @@ PARAMS: dict[str, Param] = {
         Param("heal_at", "point", "heal when any worker reports this point, e.g. tool.settled#1"),
         Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
         Param("latency_ms", "milliseconds", "the delay added to the link"),
+        Param("reset_peer", "flag", "reset the link's connections (TCP RST) instead of cutting it"),
+        Param(
+            "offset_s", "signed_seconds", "the shift of the worker's wall clock, may be negative"
+        ),
         Param(
             "mode",
             "choice",
@@ -64,6 +68,8 @@ PARAMS: dict[str, Param] = {
 # stalls the trial.
 MAX_FAULT_S = limits.MAX_DEADLINE_S
 MAX_FAULT_LATENCY_MS = limits.MAX_LATENCY_MS
+# A skew beyond a day shows nothing a day does not.
+MAX_CLOCK_SKEW_S = 86_400
 MAX_CHUNKS = 10_000
 
 # --- the catalog -------------------------------------------------------------------------
@@ -93,6 +99,11 @@ class FaultClass:
     params: tuple[str, ...] = ()
     # Expanded by `--faults` (crashcert matrix, certify, explore).
     matrix: bool = True
+    # The world service whose link (worker -> service, through a Toxiproxy proxy) it
+    # breaks: "model", "tools" or "sink".
+    link: str | None = None
+    # It shifts the worker's wall clock (libfaketime preloaded into the worker).
+    skews_clock: bool = False
     # It strikes the run as a whole at RUN_POINT: the matrix plans it once per value of its
     # choice param (per scenario), not once per boundary of the baseline.
     per_run: bool = False
@@ -182,12 +193,33 @@ CATALOG: dict[str, FaultClass] = {
             params=("after_chunks",),
             world_points=(boundaries.WORLD_POINTS[0],),
         ),
+        *(
+            FaultClass(
+                f"{name}_cut",
+                f"cut the worker's link to the {service} (its own Toxiproxy proxy), slow it "
+                "(latency_ms) or reset its connections (reset_peer=true); heal later",
+                healed=True,
+                ended_by="heal",
+                link=service,
+                params=("latency_ms", "reset_peer", *_HEAL_PARAMS),
+            )
+            for name, service in (("tool", "tools"), ("model", "model"), ("sink", "sink"))
+        ),
+        FaultClass(
+            "clock_skew",
+            "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
+            params=("offset_s",),
+            skews_clock=True,
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(CATALOG)
 MATRIX: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.matrix)
 HEALED = frozenset(name for name, fault in CATALOG.items() if fault.healed)
 COMMIT = frozenset(name for name, fault in CATALOG.items() if fault.before_commit)
+# Class -> the world service whose link it breaks (tool_cut -> tools).
+LINKS = {name: fault.link for name, fault in CATALOG.items() if fault.link}
+SKEWS_CLOCK = frozenset(name for name, fault in CATALOG.items() if fault.skews_clock)
 # Applied by the world to its own response, not by the nemesis to a worker.
 IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_points)
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
@@ -294,6 +326,7 @@ def parse(text: str) -> FaultStep:
     step = _step(text, match)
     _check_run_point(text, step)
     _check_commit_point(text, step)
+    _check_link_mode(text, step)
     _check_world_point(text, step)
     _check_heal_at(text, step)
     return step
@@ -395,6 +428,15 @@ def _check_world_point(text: str, step: FaultStep) -> None:
         )
 
 
+def _check_link_mode(text: str, step: FaultStep) -> None:
+    """A link is cut, slowed or reset: one at a time."""
+    if step.action in LINKS and step.params.get("reset_peer") and "latency_ms" in step.params:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: reset_peer=true and latency_ms exclude each other "
+            "(a link is cut, slowed or reset)"
+        )
+
+
 def _check_heal_at(text: str, step: FaultStep) -> None:
     """`db_cut@tools.pending#1?heal_at=tool.settled#1`: heal when any worker reports that."""
     heal_at = step.params.get("heal_at")
@@ -457,4 +499,15 @@ def _param_value(param: Param, raw: str) -> Any:
         if not raw.isdigit() or int(raw) > MAX_CHUNKS:
             raise ValueError(f"{name}={raw}: expected a whole number from 0 to {MAX_CHUNKS}")
         return int(raw)
+    if param.kind == "signed_seconds":
+        try:
+            offset: float = int(raw) if raw.lstrip("-").isdigit() else float(raw)
+        except ValueError:
+            raise ValueError(f"{name}={raw}: expected a signed number of seconds") from None
+        if not (math.isfinite(offset) and offset != 0 and abs(offset) <= MAX_CLOCK_SKEW_S):
+            raise ValueError(
+                f"{name}={raw}: expected seconds other than 0, "
+                f"at most {MAX_CLOCK_SKEW_S} either way"
+            )
+        return offset
     return raw  # a point: _check_heal_at knows it

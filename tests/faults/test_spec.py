@@ -21,7 +21,8 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert typing.get_args(action) == spec.NAMES
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
-        "submit_twice", "response_lost", "stream_cut",
+        "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
+        "clock_skew",
     )  # fmt: skip
 
 
@@ -97,3 +98,26 @@ def test_a_lost_response_or_a_cut_stream_strikes_only_at_world_points() -> None:
         spec.parse("stream_cut@world:tool.effect#1")
     with pytest.raises(errors.CrashcertError, match="expected one of reset, hang"):
         spec.parse("response_lost@world:reply.accepted#1?mode=drop")
+
+
+def test_world_link_cuts_are_cut_slowed_or_reset() -> None:
+    assert spec.LINKS == {"tool_cut": "tools", "model_cut": "model", "sink_cut": "sink"}
+    assert spec.parse("tool_cut@tools.pending#1").params == {}
+    slowed = spec.parse("model_cut@model.pending#1?latency_ms=900&heal_at=model.ready#1")
+    assert slowed.params == {"latency_ms": 900, "heal_at": "model.ready#1"}
+    assert spec.parse("sink_cut@reply.sending#1?reset_peer=true").params == {"reset_peer": True}
+    with pytest.raises(errors.CrashcertError, match="exclude each other"):
+        spec.parse("tool_cut@tools.pending#1?reset_peer=true&latency_ms=5")
+    assert not spec.applies_at("tool_cut", "run.finished")
+    assert spec.applies_at("sink_cut", "reply.sending:before_commit")
+
+
+def test_clock_skew_takes_a_signed_offset() -> None:
+    assert spec.SKEWS_CLOCK == {"clock_skew"}
+    assert spec.parse("clock_skew@run.claimed#1?offset_s=-3600").params == {"offset_s": -3600}
+    assert spec.parse("clock_skew@run.claimed#1?offset_s=2.5").params == {"offset_s": 2.5}
+    assert spec.parse("clock_skew@run.claimed#1?offset_s=-0.5").label().endswith("offset_s=-0.5")
+    for bad in ("0", "-86401", "inf", "nan", "soon", "--3"):
+        with pytest.raises(errors.CrashcertError, match="offset_s"):
+            spec.parse(f"clock_skew@run.claimed#1?offset_s={bad}")
+    assert not spec.applies_at("clock_skew", "run.finished")
