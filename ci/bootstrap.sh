@@ -50,9 +50,11 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 # Reinstall only when pyproject.toml changed since the last install (editable: code is live).
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-    # otel: the reference engine's traces, which tests/campaigns/incident import
-    echo "bootstrap: installing crashcert[dev,otel] into $venv" >&2
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,otel]'
+    # otel: the reference engine's traces, which tests/campaigns/incident import;
+    # dbos, langgraph: the third-party engines tests/contract certifies (skipped without them)
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph] into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -e '.[dev,otel,dbos,langgraph]'
     touch "$stamp"
 fi
 
