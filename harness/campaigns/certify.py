@@ -20,7 +20,7 @@ import rich.console
 import rich.table
 
 from harness import checkers, errors
-from harness.campaigns import interrupt
+from harness.campaigns import certify_table, interrupt
 from harness.campaigns import matrix as matrix_module
 from harness.campaigns import shard as shard_module
 from harness.checkers import levels
@@ -156,6 +156,11 @@ class Certification:
     # Every trial of the whole plan, (mode, scenario, label) in order, whichever shard runs it.
     planned: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     jobs: str = ""  # how many trials ran at once, as the summary says it
+    # For the dated table (certify_table.py): the framework the description names, its
+    # installed version, and the day the certification ran (UTC).
+    framework: str = ""
+    framework_version: str = ""
+    date: str = dataclasses.field(default_factory=certify_table.today)
 
     @property
     def invariants(self) -> tuple[str, ...]:
@@ -243,6 +248,7 @@ def certify(
     faults = faults or ["kill"]
     modes = resolve_modes(mode, lab.engine.boundaries)
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
+    result.framework, result.framework_version = certify_table.framework_of(lab.engine)
     for chosen in modes:
         mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
@@ -322,7 +328,7 @@ def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verd
     return [trial.verdict(invariant) for trial in cert.in_class(name)]
 
 
-def _first_problem(cert: Certification, invariant: str) -> str:
+def first_problem(cert: Certification, invariant: str) -> str:
     for wanted in (v for v in verdict_module.SEVERITY if v is not Verdict.PASS):
         for trial in cert.trials:
             result = trial.result(invariant)
@@ -389,6 +395,9 @@ def to_json(cert: Certification) -> dict[str, Any]:
     return {
         "engine": cert.engine,
         "engine_ref": cert.engine_ref,
+        "framework": cert.framework,
+        "framework_version": cert.framework_version,
+        "date": cert.date,
         "level": cert.level.value,
         "badge": levels.badge(cert.level),
         "modes": list(cert.modes),
@@ -409,7 +418,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
                     name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
                     for name in cert.fault_classes
                 },
-                "first_problem": _first_problem(cert, invariant),
+                "first_problem": first_problem(cert, invariant),
             }
             for invariant in cert.invariants
         },
@@ -492,6 +501,7 @@ def to_markdown(cert: Certification) -> str:
                 + f"; {first.invariant}: {first.summary}"
             )
             lines.append(f"  `{trial.repro}`")
+    lines += ["", "## Certification table", "", certify_table.HEADER, *certify_table.rows(cert)]
     return "\n".join(lines) + "\n"
 
 

@@ -47,6 +47,16 @@ def _env_name(name: str) -> str:
 EnvName = Annotated[str, pydantic.AfterValidator(_env_name)]
 
 
+class Framework(pydantic.BaseModel):
+    """The framework an engine is built on, named in certification tables: `package` is the
+    distribution whose installed version is read (importlib.metadata) when certifying."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    name: Text
+    package: Text
+
+
 class EngineDescription(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
@@ -77,6 +87,8 @@ class EngineDescription(pydantic.BaseModel):
     preload: list[Text] = pydantic.Field(default_factory=list)
     # "all", or the list of points the engine reports; [] means black box.
     boundaries: list[str] | str = "all"
+    # Optional: the framework the engine is built on, for certification tables.
+    framework: Framework | None = None
 
     @pydantic.field_validator("boundaries")
     @classmethod

@@ -1,0 +1,78 @@
+"""The dated certification table (README "Certified frameworks"): one row per mode of a
+certification, with the framework and its installed version, the level, every invariant
+that did not hold and why, the date and crashcert's version. `crashcert certify
+--markdown` writes the rows; pasting them under HEADER regenerates the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+from typing import TYPE_CHECKING, Any
+
+from harness.checkers import verdict as verdict_module
+
+if TYPE_CHECKING:
+    from harness.campaigns import certify
+
+HEADER = (
+    "| framework | version | variant | mode | level | invariants not held, and why "
+    "| date | crashcert |\n|---|---|---|---|---|---|---|---|"
+)
+# A table cell, not a report: the first problem is cut here (the full one is in the JSON).
+WHY_CHARS = 160
+
+
+def installed(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def framework_of(engine: Any) -> tuple[str, str]:
+    """(name, installed version) of the framework an engine description names, or ("", "")."""
+    framework = getattr(getattr(engine, "description", None), "framework", None)
+    if framework is None:
+        return "", ""
+    return framework.name, installed(framework.package)
+
+
+def today() -> str:
+    return datetime.datetime.now(datetime.UTC).date().isoformat()
+
+
+def _cell(text: str) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= WHY_CHARS else text[: WHY_CHARS - 1] + "…"
+
+
+def _why(cert: certify.Certification) -> str:
+    from harness.campaigns import certify
+
+    parts = []
+    for invariant in cert.invariants:
+        verdict = cert.verdict_of(invariant)
+        if verdict is not verdict_module.Verdict.PASS:
+            problem = certify.first_problem(cert, invariant)
+            parts.append(
+                f"`{invariant}` {verdict.value}" + (f": {_cell(problem)}" if problem else "")
+            )
+    return "; ".join(parts) or "-"
+
+
+def rows(cert: certify.Certification) -> list[str]:
+    """One row per mode: a mode's level is granted by that mode's trials alone."""
+    framework = cert.framework or "-"
+    version = cert.framework_version or "-"
+    found = []
+    for mode in cert.modes:
+        alone = dataclasses.replace(
+            cert, modes=[mode], trials=[t for t in cert.trials if t.mode == mode]
+        )
+        found.append(
+            f"| {framework} | {version} | {cert.engine} | {mode} | {alone.level.value} | "
+            f"{_why(alone)} | {cert.date} | {installed('crashcert')} |"
+        )
+    return found

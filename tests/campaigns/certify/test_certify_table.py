@@ -1,0 +1,70 @@
+"""The dated certification table: one row per mode, each mode's level from its own trials,
+with the framework the description names and what kept each level from holding."""
+
+from __future__ import annotations
+
+import pathlib
+
+from harness.campaigns import certify, certify_table
+from harness.contract.engines import commands
+from harness.faults import spec as fault_spec
+from harness.trial import history, runner
+from tests.checkers import builders
+
+KILL = fault_spec.FaultStep(action="kill", point="world:tool.effect", occurrence=1)
+
+
+def _outcome(trial: history.TrialHistory) -> runner.TrialOutcome:
+    results, verdict = runner.judge(trial)
+    spec = runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
+    return runner.TrialOutcome(
+        spec=spec, history=trial, results=results, verdict=verdict,
+        directory=pathlib.Path("/nonexistent"), repro="crashcert run ...",
+    )  # fmt: skip
+
+
+def _certificate() -> certify.Certification:
+    clean = _outcome(builders.clean())
+    # a black-box kill that never struck: every invariant it would have tested is unshown
+    unstruck = _outcome(builders.clean().model_copy(update={"plan": [KILL]}))
+    return certify.Certification(
+        engine="lg_naive", engine_ref="lg.yaml", modes=["boundary", "blackbox"],
+        trials=[certify.CertTrial("boundary", clean), certify.CertTrial("blackbox", clean),
+                certify.CertTrial("blackbox", unstruck)],
+        framework="LangGraph", framework_version="1.2.3", date="2026-12-01",
+    )  # fmt: skip
+
+
+def test_one_row_per_mode_with_its_own_level() -> None:
+    cert = _certificate()
+    boundary, blackbox = certify_table.rows(cert)
+    boundary_level = certify.Certification(
+        engine="e", engine_ref="e", modes=["boundary"], trials=cert.trials[:1]
+    ).level.value
+    assert boundary.startswith(f"| LangGraph | 1.2.3 | lg_naive | boundary | {boundary_level} |")
+    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE |")
+    # the unstruck kill shows nothing: its invariants are named with the reason
+    assert "`tool.at_most_once` INCONCLUSIVE" in blackbox
+    assert blackbox.endswith(f"| 2026-12-01 | {certify_table.installed('crashcert')} |")
+    markdown = certify.to_markdown(cert)
+    assert certify_table.HEADER in markdown and blackbox in markdown
+
+
+def test_a_cell_never_breaks_the_table() -> None:
+    text = "a | b\nc " + "x" * 500
+    cell = certify_table._cell(text)
+    assert "\n" not in cell and "a \\| b c" in cell
+    assert len(cell) == certify_table.WHY_CHARS
+
+
+def test_framework_and_version_come_from_the_description(tmp_path: pathlib.Path) -> None:
+    description = tmp_path / "e.yaml"
+    description.write_text(
+        "name: e\nmigrate: [x]\nworker: [x]\nsubmit: [x]\nstatus: [x]\n"
+        "framework: {name: Pydantic, package: pydantic}\n"
+    )
+    engine = commands.load(description)
+    name, version = certify_table.framework_of(engine)
+    assert name == "Pydantic" and version[0].isdigit()
+    assert certify_table.installed("no-such-distribution-crashcert") == "not installed"
+    assert certify_table.framework_of(object()) == ("", "")
