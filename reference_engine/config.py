@@ -20,6 +20,7 @@ class Settings(pydantic.BaseModel):
     openai_api_key: str = "crashcert"
     model: str = "crashcert-scripted"
     tools_url: str | None = None
+    tools_mcp_url: str | None = None
     reply_url: str | None = None
     worker_id: str
     lease_ms: int = pydantic.Field(default=30_000, ge=50)
@@ -41,6 +42,7 @@ _ENV: dict[str, str] = {
     "OPENAI_API_KEY": "openai_api_key",
     "CRASHCERT_MODEL": "model",
     "CRASHCERT_TOOLS_URL": "tools_url",
+    "CRASHCERT_TOOLS_MCP_URL": "tools_mcp_url",
     "CRASHCERT_REPLY_URL": "reply_url",
     "CRASHCERT_WORKER_ID": "worker_id",
     "CRASHCERT_LEASE_MS": "lease_ms",

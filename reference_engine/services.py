@@ -11,9 +11,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reference_engine import errors
+
+if TYPE_CHECKING:
+    from reference_engine import mcp_tools
 
 
 class NotSent(Exception):
@@ -80,8 +83,16 @@ class Services:
         timeout_s: float,
         backoff: Backoff,
         stopping: threading.Event | None = None,
+        tools_mcp_url: str | None = None,
     ) -> None:
         self.tools_url = (tools_url or "").rstrip("/")
+        # Tools over MCP when the world serves them there (imported only then: `mcp` is an
+        # optional extra); the retry rules below are the same for both transports.
+        self._mcp: mcp_tools.McpTools | None = None
+        if tools_mcp_url:
+            from reference_engine import mcp_tools
+
+            self._mcp = mcp_tools.McpTools(tools_mcp_url, timeout_s=timeout_s)
         self.reply_url = (reply_url or "").rstrip("/")
         self.backoff = backoff
         self.stopping = stopping or threading.Event()
@@ -98,6 +109,16 @@ class Services:
             "POST", url, timeout_s=self.timeout_s, body=body, headers={"Idempotency-Key": key}
         )
 
+    def _call_tool(self, name: str, body: bytes, key: str) -> Reply:
+        if self._mcp is not None:
+            return self._mcp.call(name, body, key)
+        return self._post(f"{self.tools_url}/tools/{name}", body, key)
+
+    def _query_tool(self, name: str, key: str) -> Reply:
+        if self._mcp is not None:
+            return self._mcp.query(name, key)
+        return self._get(f"{self.tools_url}/tools/{name}/effects/{key}")
+
     def _sleep(self, seconds: float) -> None:
         # bounded wait; a SIGTERM does not cut a retry short (the transition must finish)
         time.sleep(seconds)
@@ -105,13 +126,13 @@ class Services:
     # -- tools ---------------------------------------------------------------------------
 
     def declarations(self) -> dict[str, dict[str, Any]]:
-        if not self.tools_url:
+        if not self.tools_url and self._mcp is None:
             return {}
         last: Exception | None = None
         for delay in [0.0, *self.backoff.delays()]:
             self._sleep(delay)
             try:
-                response = self._get(f"{self.tools_url}/tools")
+                response = self._mcp.list() if self._mcp else self._get(f"{self.tools_url}/tools")
             except (NotSent, NoAnswer) as error:
                 last = error
                 continue
@@ -136,7 +157,7 @@ class Services:
         for delay in [0.0, *self.backoff.delays()]:
             self._sleep(delay)
             try:
-                response = self._post(f"{self.tools_url}/tools/{name}", arguments.encode(), key)
+                response = self._call_tool(name, arguments.encode(), key)
             except NotSent as error:
                 last_error = f"cannot connect: {error}"  # never sent: safe to try again
                 continue
@@ -176,7 +197,7 @@ class Services:
         for delay in [0.0, *self.backoff.delays()]:
             self._sleep(delay)
             try:
-                response = self._get(f"{self.tools_url}/tools/{name}/effects/{key}")
+                response = self._query_tool(name, key)
             except (NotSent, NoAnswer):
                 continue
             body = response.body

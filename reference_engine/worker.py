@@ -84,6 +84,7 @@ class Worker:
         timeout_s = settings.http_timeout_ms / 1000.0
         self.services = services.Services(
             tools_url=settings.tools_url,
+            tools_mcp_url=settings.tools_mcp_url,
             reply_url=settings.reply_url,
             timeout_s=timeout_s,
             backoff=backoff,

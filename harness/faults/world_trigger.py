@@ -38,6 +38,13 @@ from harness.world import world as world_module
 
 MODEL_ANSWERED, TOOL_EFFECT, REPLY_ACCEPTED = boundaries.WORLD_POINTS
 
+# The contract's variable naming the service that answers at each world point.
+WORLD_VARIABLES = {
+    MODEL_ANSWERED: "OPENAI_BASE_URL",
+    TOOL_EFFECT: "CRASHCERT_TOOLS_URL",
+    REPLY_ACCEPTED: "CRASHCERT_REPLY_URL",
+}
+
 HitPolicy = Callable[[history.BoundaryHit], None]
 
 
@@ -68,7 +75,7 @@ class WorldTrigger:
         self._last_world: dict[str, Any] = {}  # the last world point hit, for time kills
         self._ports = {
             MODEL_ANSWERED: _port(world.model_url),
-            TOOL_EFFECT: _port(world.tools_url),
+            TOOL_EFFECT: _port(world.tools_endpoint),
             REPLY_ACCEPTED: _port(world.reply_url),
         }
 
@@ -134,7 +141,7 @@ class WorldTrigger:
                 }
             else:  # a time point: record where in the world's story it landed
                 detail = {**detail, **self._last_world}
-        worker = self._client(self._ports.get(point))
+        worker = self._client(point)
         hit = history.BoundaryHit(
             point=point,
             occurrence=occurrence,
@@ -185,13 +192,19 @@ class WorldTrigger:
             return
         self._record(step, hit, ok=True, note=note)  # the server loses it once we return
 
-    def _client(self, port: int | None) -> Any | None:
-        """The live worker with a TCP connection to `port` (the request's peer), if one."""
+    def _client(self, point: str) -> Any | None:
+        """The live worker with a TCP connection to the service answering at `point` (the
+        request's peer), if one. A worker whose link to it runs through its own Toxiproxy
+        proxy (tool_cut, model_cut, sink_cut) is connected to that proxy, not to the
+        service, whose peer is then Toxiproxy: it is found by the port it was given."""
+        port = self._ports.get(point)
         if port is None:
             return None
         found = []
         for worker in self._launcher.workers.alive():
-            if _connected(worker.pid, port):
+            given = self._launcher.world_url(worker.worker_id, WORLD_VARIABLES[point])
+            ports = {port, _port(given) if given else None} - {None}
+            if any(_connected(worker.pid, each) for each in ports if each is not None):
                 found.append(worker)
         return found[0] if len(found) == 1 else None
 

@@ -199,6 +199,9 @@ class Scenario(StrictModel):
     input: RunInputSpec
     budgets: run_report.Budgets = pydantic.Field(default_factory=run_report.Budgets)
     tools: list[ToolSpec] = pydantic.Field(default_factory=list)
+    # How the engine reaches the tools: HTTP (`CRASHCERT_TOOLS_URL`) or MCP over Streamable
+    # HTTP (`CRASHCERT_TOOLS_MCP_URL`, harness/world/mcp.py); the same ledger either way.
+    tools_transport: Literal["http", "mcp"] = "http"
     turns: list[Turn] = pydantic.Field(min_length=1)
     sink: SinkSpec = pydantic.Field(default_factory=SinkSpec)
     deadline_s: float = pydantic.Field(

@@ -63,12 +63,26 @@ class ToolServices(http.Service):
             return spec.redeployed() if spec.name in self._redeployed else spec
 
     def _list(self, request: http.Request) -> http.Response:
-        tools = [self.declared(tool).declaration() for tool in self.scenario.tools]
-        return http.Response(200, {"tools": tools})
+        return http.Response(200, {"tools": self.declarations()})
+
+    def declarations(self) -> list[dict[str, Any]]:
+        return [self.declared(tool).declaration() for tool in self.scenario.tools]
 
     def _execute(self, request: http.Request) -> http.Response:
-        name = request.params["name"]
         key = request.header(IDEMPOTENCY_HEADER) or None
+        try:
+            arguments: Any = request.json_object()
+            invalid = None
+        except http.HttpError as error:
+            arguments, invalid = _raw(request.body), error
+        return self.call(request.params["name"], key, arguments, invalid=invalid)
+
+    def call(
+        self, name: str, key: str | None, arguments: Any, *, invalid: http.HttpError | None = None
+    ) -> http.Response:
+        """One request of a tool, whatever carried it (HTTP here, MCP in world/mcp.py): the
+        answer as an HTTP status and body. `invalid` rejects arguments that are no object.
+        A hung request raises http.Abandon once the world stops."""
         try:
             spec = self.scenario.tool(name)
         except KeyError:
@@ -76,10 +90,8 @@ class ToolServices(http.Service):
             return self._reject(
                 name, key, None, http.HttpError(404, f"no tool {name!r}; known: {known}")
             )
-        try:
-            arguments = request.json_object()
-        except http.HttpError as error:
-            return self._reject(name, key, _raw(request.body), error)
+        if invalid is not None:
+            return self._reject(name, key, arguments, invalid)
         behaviour = spec.behaviour
         if not self._server.pause(behaviour.latency_ms / 1000):
             raise http.Abandon()
@@ -126,7 +138,11 @@ class ToolServices(http.Service):
         return http.Response(200, {"result": behaviour.result})
 
     def _query(self, request: http.Request) -> http.Response:
-        name, key = request.params["name"], request.params["key"]
+        return self.query(request.params["name"], request.params["key"])
+
+    def query(self, name: str, key: str) -> http.Response:
+        """Was key applied? 200 with the result, 404 if not; raises http.HttpError (404 for
+        an unknown tool, 405 for one that cannot be queried)."""
         try:
             spec = self.scenario.tool(name)
         except KeyError:

@@ -7,12 +7,17 @@ All three ledgers share one sequence counter, so `seq` orders events across serv
 from __future__ import annotations
 
 import concurrent.futures
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from harness import errors
 from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import ledger, model, sink, tools
+
+if TYPE_CHECKING:
+    from harness.world import mcp as mcp_module
 
 API_KEY = "crashcert"
 
@@ -70,6 +75,18 @@ class World:
         self.model = model.ModelServer(scenario, counter=self.counter, hooks=self.hooks)
         self.tools = tools.ToolServices(scenario, counter=self.counter, hooks=self.hooks)
         self.sink = sink.ReplySink(scenario.sink, counter=self.counter, hooks=self.hooks)
+        # The same tool services over MCP, for a scenario that chooses it (imported only
+        # then: `mcp` is an optional extra).
+        self.tools_mcp: mcp_module.McpToolServer | None = None
+        if scenario.tools_transport == "mcp":
+            try:
+                from harness.world import mcp
+            except ImportError as error:
+                raise errors.CrashcertError(
+                    f"scenario {scenario.name!r} serves its tools over MCP, which needs the "
+                    f"`mcp` package: pip install 'crashcert[mcp]' ({error})"
+                ) from None
+            self.tools_mcp = mcp.McpToolServer(self.tools)
         self._started = False
 
     @property
@@ -81,13 +98,22 @@ class World:
         return self.tools.url
 
     @property
+    def tools_mcp_url(self) -> str | None:
+        return None if self.tools_mcp is None else self.tools_mcp.url
+
+    @property
+    def tools_endpoint(self) -> str:
+        """Where the scenario's engine calls its tools: the MCP URL or the HTTP one."""
+        return self.tools_mcp_url or self.tools_url
+
+    @property
     def reply_url(self) -> str:
         return self.sink.url
 
     def start(self) -> None:
-        started: list[model.ModelServer | tools.ToolServices | sink.ReplySink] = []
+        started: list[Any] = []
         try:
-            for service in (self.model, self.tools, self.sink):
+            for service in self._services():
                 service.start()
                 started.append(service)
         except BaseException:
@@ -99,11 +125,15 @@ class World:
     def stop(self) -> None:
         """Stop all services; hung requests are cut, never waited for. Idempotent."""
         # In parallel: each accept loop takes up to a poll interval to notice.
-        services = (self.model, self.tools, self.sink)
+        services = self._services()
         with concurrent.futures.ThreadPoolExecutor(len(services)) as pool:
             for stopped in [pool.submit(service.stop) for service in services]:
                 stopped.result()
         self._started = False
+
+    def _services(self) -> list[Any]:
+        services: list[Any] = [self.model, self.tools, self.sink]
+        return services if self.tools_mcp is None else [*services, self.tools_mcp]
 
     def __enter__(self) -> World:
         self.start()
@@ -114,12 +144,17 @@ class World:
 
     def env(self) -> dict[str, str]:
         """What a worker process needs to find this world (CONTRACT section 1)."""
-        return {
+        env = {
             "OPENAI_BASE_URL": self.model_url,
             "OPENAI_API_KEY": API_KEY,
-            "CRASHCERT_TOOLS_URL": self.tools_url,
             "CRASHCERT_REPLY_URL": self.reply_url,
         }
+        # One tools transport, the scenario's: an engine cannot fall back to the other.
+        if self.tools_mcp_url is not None:
+            env["CRASHCERT_TOOLS_MCP_URL"] = self.tools_mcp_url
+        else:
+            env["CRASHCERT_TOOLS_URL"] = self.tools_url
+        return env
 
     def register_run(self, run_key: str) -> str:
         """Optional; returns the marker to embed in the run's first user message."""
