@@ -51,10 +51,11 @@ fi
 # Reinstall only when pyproject.toml changed since the last install (editable: code is live).
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     # otel: the reference engine's traces, which tests/campaigns/incident import;
-    # dbos, langgraph: the third-party engines tests/contract certifies (skipped without them)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph] into $venv" >&2
+    # dbos, langgraph: the third-party engines tests/contract certifies (skipped without them);
+    # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp] into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph]'
+        -e '.[dev,otel,dbos,langgraph,mcp]'
     touch "$stamp"
 fi
 
