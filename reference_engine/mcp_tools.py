@@ -1,4 +1,4 @@
-"""Tools over MCP (harness/CONTRACT.md section 3b), for a world that serves them there.
+"""Tools over MCP (harness/CONTRACT.md section 3, "Tools over MCP"), for a world that serves them there.
 
 Each operation is one short Streamable HTTP session of the official `mcp` client: connect,
 initialize, then the one request. The answers are made to look like the HTTP ones
@@ -82,11 +82,15 @@ class McpTools:
 
         async def calling(session: mcp.ClientSession) -> services.Reply:
             # an open map on the wire; the SDK's TypedDict names only the reserved keys
-            meta = cast(mcp.types.RequestParamsMeta, {KEY_META: key})
+            meta = cast(mcp.types.RequestParamsMeta, self.request_meta(key))
             result = await session.call_tool(name, arguments, meta=meta)
             return _reply(result.structured_content)
 
         return self._run(calling)
+
+    def request_meta(self, key: str) -> dict[str, Any]:
+        """The `_meta` of a tools/call: where the idempotency key goes."""
+        return {KEY_META: key}
 
     def query(self, name: str, key: str) -> services.Reply:
         async def reading(session: mcp.ClientSession) -> services.Reply:
