@@ -9,6 +9,8 @@ the stored result; one that does not applies an effect on every successful reque
 is how a blind retry refunds twice). Every request and every effect is recorded.
 A tool with `redeploy` changes its declaration (version, so fingerprint) once the scripted
 number of requests reached it, recorded in the ledger before that request is answered.
+A scenario with `tools_transport: mcp` reaches the same `call` and `query` over MCP
+(harness/world/mcp.py): one ledger, one set of behaviours, whatever the transport.
 """
 
 from __future__ import annotations
