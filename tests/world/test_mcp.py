@@ -16,6 +16,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'cr
 import mcp
 from mcp.client import streamable_http
 
+from harness.lab import processes
 from harness.scenario import schema
 from harness.world import hooks as hooks_module
 from harness.world import ledger
@@ -217,4 +218,33 @@ def test_only_the_chosen_transport_is_offered_and_stop_leaves_no_thread() -> Non
     assert env["CRASHCERT_TOOLS_MCP_URL"].startswith("http://127.0.0.1:")
     assert env["CRASHCERT_TOOLS_MCP_URL"].endswith("/mcp")
     assert "CRASHCERT_TOOLS_URL" not in env
+    assert {thread.ident for thread in threading.enumerate()} <= before
+
+
+def test_a_hung_call_ends_with_the_world_and_leaves_no_thread() -> None:
+    before = {thread.ident for thread in threading.enumerate()}
+    scenario = schema.parse(_scenario("mcp", refund={"behaviour": {"hang": True}}), source="t")
+    world = world_module.World(scenario)
+    world.start()
+    client = mcp_tools.McpTools(world.tools_mcp_url or "", timeout_s=60)
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call("refund", b"{}", "k1")
+        except BaseException as error:
+            raised.append(error)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        assert processes.wait_until(lambda: world.snapshot().tool_requests(), timeout=30)
+    finally:
+        world.stop()
+    caller.join(30)
+
+    assert not caller.is_alive()
+    assert [type(error) for error in raised] == [services.NoAnswer]  # it may have been applied
+    assert [(r.status_code, r.outcome) for r in world.snapshot().tool_requests()] == [(0, "hung")]
+    assert world.snapshot().tool_effects() == []
     assert {thread.ident for thread in threading.enumerate()} <= before
