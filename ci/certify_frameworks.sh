@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerate README's "Certified frameworks" table: certify every framework example on the
+# `refund` scenario (black-box kills at every world event and two seeded time kills; the
+# hardened LangGraph agent in boundary mode too) and print the dated table rows that
+# `crashcert certify --markdown` writes. Heavy: take the machine's lock where it is shared.
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph])
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+out=${1:-crashcert-trials/frameworks}
+mkdir -p "$out"
+crashcert=${CRASHCERT:-.venv/bin/crashcert}
+certify() {  # description mode
+    local name
+    name=$(basename "$1" .yaml)-$2
+    echo "certify: $1 --mode $2" >&2
+    start=$(date +%s)
+    status=0
+    "$crashcert" certify --engine "$1" --scenario refund --mode "$2" --jobs 2 \
+        --out "$out/$name" --markdown "$out/$name.md" --json "$out/$name.json" >"$out/$name.log" || status=$?
+    echo "certify: $name exit $status in $(($(date +%s) - start)) s" >&2
+}
+for description in tests/contract/dbos_engine/dbos_engine.yaml \
+    tests/contract/dbos_engine/dbos_engine_keyed.yaml \
+    tests/contract/dbos_engine/dbos_engine_reserved.yaml \
+    tests/contract/langgraph_engine/langgraph_naive.yaml; do
+    certify "$description" blackbox
+done
+certify tests/contract/langgraph_engine/langgraph_hardened.yaml both
+
+"${PYTHON:-.venv/bin/python}" - "$out" <<'PY'
+import pathlib, sys
+from harness.campaigns import certify_table
+rows = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.md")):
+    text = path.read_text()
+    rows += [line for line in text.split("## Certification table", 1)[-1].splitlines()
+             if line.startswith("| ") and not line.startswith("| framework")]
+print(certify_table.HEADER)
+print("\n".join(rows))
+PY

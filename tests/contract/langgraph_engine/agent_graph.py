@@ -1,0 +1,112 @@
+"""The agent as a LangGraph user writes it: a StateGraph of a model node and a ToolNode,
+checkpointed by PostgresSaver, resumed with thread id = run key.
+
+Hardened differences, all outside the graph's shape: the checkpointer reports boundaries
+and is fenced by the run's lease (reporting_saver.py), each model attempt is counted in a
+table before its request leaves (so an answer lost in a crash is still billed), tool calls
+go through the guard (world_tools.py), and checkpoints are written synchronously.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import psycopg
+import reporting_saver
+import store
+import world_tools
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from psycopg.rows import dict_row
+
+import crashcert_probe as probe
+
+
+def checkpointer(hardened: bool, owner: str) -> PostgresSaver:
+    conn = psycopg.connect(
+        os.environ["DATABASE_URL"], autocommit=True, prepare_threshold=0,
+        row_factory=dict_row, options=store.OPTIONS,
+    )  # fmt: skip
+    if hardened:
+        return reporting_saver.ReportingPostgresSaver(conn, owner=owner)
+    return PostgresSaver(conn)
+
+
+def build(hardened: bool, owner: str) -> Any:
+    declarations = world_tools.declarations()
+    tools = [world_tools.make_tool(d) for d in declarations.values()]
+    model = ChatOpenAI(
+        model="crashcert",
+        base_url=os.environ["OPENAI_BASE_URL"],
+        api_key=os.environ["OPENAI_API_KEY"],  # type: ignore[arg-type]
+        timeout=30,
+    ).bind_tools(tools)
+
+    def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+        run_key = config["configurable"]["thread_id"]
+        if hardened:
+            with store.committed("model.pending", run_key) as db:
+                db.execute(store.sql("reserve_model"), {"run_key": run_key})
+        answer = model.invoke(state["messages"])
+        if hardened:
+            probe.report("model.returned", run_key)
+        return {"messages": [answer]}
+
+    wrap = world_tools.guard(declarations) if hardened else None
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools, wrap_tool_call=wrap))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=checkpointer(hardened, owner))
+
+
+def _usage(message: AIMessage) -> dict[str, int]:
+    usage: Any = message.usage_metadata or {}
+    return {
+        "prompt_tokens": usage.get("input_tokens", 0),
+        "completion_tokens": usage.get("output_tokens", 0),
+        "total_tokens": usage.get("total_tokens", 0),
+    }
+
+
+def report(
+    run_key: str, messages: list[AnyMessage], budgets: dict[str, int], *, hardened: bool
+) -> dict[str, Any]:
+    """The RunReport of what the thread's state holds (and, hardened, the agent's tables)."""
+    answers = [m for m in messages if isinstance(m, AIMessage)]
+    model_calls = [
+        {"turn": turn, "state": "recorded", "usage": _usage(m)} for turn, m in enumerate(answers)
+    ]
+    if hardened:
+        tool_calls = store.tool_calls(run_key)
+        iterations = max(store.model_attempts(run_key), len(answers))
+    else:
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        tool_calls = [
+            {"id": call["id"], "name": call["name"], "turn": turn,
+             "state": "succeeded" if call["id"] in answered else "started"}
+            for turn, m in enumerate(answers) for call in m.tool_calls
+        ]  # fmt: skip
+        iterations = len(answers)
+    tokens = sum(call["usage"]["total_tokens"] for call in model_calls)
+    return {
+        "v": 1,
+        "run_id": run_key,
+        "status": "running",
+        "frontier": {"phase": None, "version": 0},
+        "delivery": {"state": "none"},
+        "model_calls": model_calls,
+        "tool_calls": tool_calls,
+        "budget": {
+            "iterations": {"used": iterations, "limit": budgets["iterations"]},
+            "tool_calls": {"used": len(tool_calls), "limit": budgets["tool_calls"]},
+            "tokens": {"used": tokens, "limit": budgets["tokens"]},
+        },
+    }

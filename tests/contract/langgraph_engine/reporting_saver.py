@@ -1,0 +1,98 @@
+"""A PostgresSaver that reports the boundaries its commits make durable, and is fenced.
+
+LangGraph saves a finished task's writes (`put_writes`) and each superstep's checkpoint
+(`put`), each in a statement pipeline of its own. This subclass runs each in one explicit
+transaction that first checks the worker still holds the run's lease (a worker that lost
+it commits nothing), and reports through crashcert_probe what the commit made durable:
+
+| writes saved | boundary |
+|---|---|
+| the model node's AIMessage with tool calls | `tools.pending` (decision and exact calls) |
+| the model node's AIMessage without tool calls | `reply.ready` (the reply, before delivery) |
+| the tool node's ToolMessages | `model.ready` (tool round closed) |
+
+`B:before_commit` is reported after the statements ran and before the COMMIT is sent.
+On resume LangGraph reuses a task's saved writes instead of running it again, so after
+`tools.pending` the model is not asked again for that turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import store
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.postgres import PostgresSaver
+
+import crashcert_probe as probe
+
+
+class LeaseLost(RuntimeError):
+    """The run's lease passed to another worker: this one must not commit for it."""
+
+
+def boundary_of(writes: Sequence[tuple[str, Any]]) -> tuple[str | None, dict[str, Any]]:
+    """The boundary that saving these task writes makes durable, with its detail."""
+    for channel, value in writes:
+        if channel != "messages":
+            continue
+        messages = value if isinstance(value, list) else [value]
+        tools = [m for m in messages if isinstance(m, ToolMessage)]
+        if tools:
+            return "model.ready", {"tool_call_ids": [m.tool_call_id for m in tools]}
+        for message in messages:
+            if isinstance(message, AIMessage):
+                if message.tool_calls:
+                    ids = [call["id"] for call in message.tool_calls]
+                    return "tools.pending", {"tool_call_ids": ids}
+                return "reply.ready", {}
+    return None, {}
+
+
+class ReportingPostgresSaver(PostgresSaver):
+    def __init__(self, conn: Any, *, owner: str, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.owner = owner
+        # put and put_writes run on LangGraph's background threads; one transaction at a time.
+        self._transaction_lock = threading.Lock()
+
+    @contextmanager
+    def _fenced(self, run_key: str, boundary: str | None, detail: dict[str, Any]) -> Iterator[None]:
+        with self._transaction_lock:
+            with self.conn.transaction():
+                held = self.conn.execute(
+                    store.sql("fence"), {"run_key": run_key, "owner": self.owner}
+                ).fetchone()
+                if held is None:
+                    raise LeaseLost(f"run {run_key}: lease lost by {self.owner}")
+                yield
+                if boundary is not None:
+                    probe.report(boundary + probe.BEFORE_COMMIT, run_key, **detail)
+            if boundary is not None:
+                probe.report(boundary, run_key, **detail)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        with self._fenced(config["configurable"]["thread_id"], None, {}):
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        boundary, detail = boundary_of(writes)
+        with self._fenced(config["configurable"]["thread_id"], boundary, detail):
+            super().put_writes(config, writes, task_id, task_path)
