@@ -1,4 +1,5 @@
-"""Tools over MCP (harness/CONTRACT.md section 3, "Tools over MCP"), for a world that serves them there.
+"""Tools over MCP, for a world that serves them there (harness/CONTRACT.md section 3,
+"Tools over MCP").
 
 Each operation is one short Streamable HTTP session of the official `mcp` client: connect,
 initialize, then the one request. The answers are made to look like the HTTP ones

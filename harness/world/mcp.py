@@ -3,7 +3,8 @@
 A scenario with `tools_transport: mcp` gets this server (Streamable HTTP, stateless, JSON
 responses) on 127.0.0.1 and a free port, at `/mcp`, run by uvicorn on a thread of its own.
 Every call goes through ToolServices.call and query, so the ledger, the scripted
-behaviours and the `tool_effect_applied` hook are those of HTTP (CONTRACT.md section 3, "Tools over MCP"):
+behaviours and the `tool_effect_applied` hook are those of HTTP (CONTRACT.md section 3,
+"Tools over MCP"):
 
 - `tools/list`: each tool's declaration, its crashcert policy (replay, effect, queryable,
   honours_idempotency_key, requires_approval, fingerprint) in `_meta["crashcert"]`.
