@@ -127,6 +127,7 @@ class McpToolServer:
         self._port = int(sock.getsockname()[1])
         config = uvicorn.Config(
             app,
+            log_config=None,  # leave the harness's logging as it is; uvicorn's logs propagate
             log_level="warning",
             lifespan="on",
             access_log=False,
