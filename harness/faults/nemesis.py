@@ -16,6 +16,12 @@ trial ends.
   (`observed.transaction`: committed, aborted or unknown), read from Postgres by xid.
 - latency: latency far beyond the lease on the worker's link; heal: remove the toxic.
 - pg_restart: `pg_ctl stop -m immediate` under every connection; heal: start Postgres.
+- tool_cut, model_cut, sink_cut: the worker's own proxy in front of that world service
+  (harness/lab/world_links.py) is disabled (connections die, none open), slowed
+  (`latency_ms`, a latency toxic) or poisoned (`reset_peer=true`, a reset_peer toxic: every
+  connection is reset); heal: enable, or remove the toxic.
+- clock_skew: the worker's wall clock jumps by `offset_s` (libfaketime reads its offset
+  file, harness/lab/faketime.py) and stays off: nothing heals it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ DEFAULT_HEAL_LEASES = 2.5
 # With `heal_at`, the deadline that heals anyway if the point never comes.
 HEAL_AT_DEADLINE_LEASES = 10
 PAUSE_MAX_LEASES = 20
+# clock_skew without offset_s: an hour behind, far beyond any lease. A clock behind makes
+# a lease judged by it look live long after the database let it lapse.
+DEFAULT_CLOCK_SKEW_S = -3600
 # How long close() waits for a heal another thread is running (Toxiproxy calls, pg start).
 HEAL_WAIT_S = 60.0
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
@@ -63,6 +72,8 @@ class Nemesis:
         pg: postgres.Server,
         lease_s: float,
         dsn: str | None = None,  # the trial's database, read past every proxy
+        world_links: Any | None = None,  # harness.lab.world_links.WorldLinks
+        clocks: Any | None = None,  # harness.lab.faketime.Clocks
     ) -> None:
         # A lost response or a cut stream is the world's doing (world_trigger), not ours.
         self._pending = [step for step in plan if step.action not in spec.IN_WORLD]
@@ -72,6 +83,8 @@ class Nemesis:
         self._pg = pg
         self._lease_s = lease_s
         self._dsn = dsn
+        self._world_links = world_links
+        self._clocks = clocks
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []
         self._heal_at: list[tuple[tuple[str, int], Heal]] = []  # (point, occurrence), heal
@@ -134,8 +147,10 @@ class Nemesis:
             self._pg.stop_immediate()
             self._record("pg_restart", step, hit, ok=True, note="pg_ctl stop -m immediate")
             self._schedule(heal_after, self._pg_start(step, hit), "pg_start", at=heal_at)
+        elif step.action in spec.SKEWS_CLOCK:
+            self._skew(step, hit)
         else:
-            proxy = self._proxy(hit)
+            proxy = self._proxy(hit, step.action)
             if proxy is None:
                 self._record(step.action, step, hit, ok=False, note="no Toxiproxy proxy")
                 return
@@ -147,6 +162,14 @@ class Nemesis:
                 step.action, step, hit, ok=True, note=f"proxy {proxy.name}", observed=observed
             )
             self._schedule(heal_after, self._healer(step, hit, heal, xids), "heal", at=heal_at)
+
+    def _skew(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
+        offset = float(step.params.get("offset_s", DEFAULT_CLOCK_SKEW_S))
+        if self._clocks is None or not self._clocks.skew(hit.worker_id, offset):
+            self._record(step.action, step, hit, ok=False, note="no skewable clock (libfaketime)")
+            return
+        note = f"wall clock of {hit.worker_id} shifted by {offset:+g}s (monotonic untouched)"
+        self._record(step.action, step, hit, ok=True, note=note)
 
     def _restart_same_id(self, step: spec.FaultStep, hit: history.BoundaryHit, worker: Any) -> None:
         """A supervisor that restarts the killed process under the same worker id."""
@@ -204,11 +227,32 @@ class Nemesis:
                 "latency", stream="downstream", attributes={"latency": latency_ms}
             )
             return lambda: proxy.remove_toxic(toxic)
+        if step.action in spec.LINKS:
+            return self._break_world_link(step, proxy)
         raise errors.CrashcertError(f"unknown fault action {step.action!r}")
+
+    def _break_world_link(self, step: spec.FaultStep, proxy: Any) -> Heal:
+        """Cut by default; slowed with `latency_ms`; every connection reset with reset_peer."""
+        if step.params.get("reset_peer"):
+            # timeout=0: each connection is reset at once, in both directions' stead.
+            toxic = proxy.add_toxic("reset_peer", stream="upstream", attributes={"timeout": 0})
+            return lambda: proxy.remove_toxic(toxic)
+        if "latency_ms" in step.params:
+            toxic = proxy.add_toxic(
+                "latency", stream="downstream", attributes={"latency": step.params["latency_ms"]}
+            )
+            return lambda: proxy.remove_toxic(toxic)
+        proxy.disable()
+        return proxy.enable
 
     # -- bookkeeping --------------------------------------------------------------------
 
-    def _proxy(self, hit: history.BoundaryHit) -> Any | None:
+    def _proxy(self, hit: history.BoundaryHit, action: str) -> Any | None:
+        service = spec.LINKS.get(action)
+        if service is not None:  # the worker's link to a world service
+            if self._world_links is None:
+                return None
+            return self._world_links.proxy(hit.worker_id, service)
         if self._proxies is None:
             return None
         return self._proxies.by_worker.get(hit.worker_id or "")

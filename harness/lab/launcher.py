@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.contract.engines import adapter
 from harness.lab import processes, spawner
@@ -27,6 +28,8 @@ class Launcher:
         recorder: recorder_module.Recorder,
         trial_id: str,
         forkserver: spawner.ForkServer | None = None,
+        world_links: Any | None = None,  # world_links.WorldLinks: the plan cuts a link
+        clocks: Any | None = None,  # faketime.Clocks: the plan skews a clock
     ) -> None:
         self._engine = engine
         self._world_env = dict(world_env)
@@ -35,12 +38,18 @@ class Launcher:
         self._log_dir = log_dir
         self._recorder = recorder
         self._trial_id = trial_id
-        self._forkserver = forkserver
+        # A preload must be in place when the interpreter starts: a fork of the warm
+        # server would run without it, so skewable workers are started with exec.
+        self._forkserver = None if clocks is not None else forkserver
+        self._world_links = world_links
+        self._clocks = clocks
         self._count = 0
         self._lock = threading.Lock()
         self.workers = processes.WorkerSet()
         # Each worker id's DSN (its own proxy), reused when a worker restarts under its id.
         self._dsns: dict[str, str] = {}
+        # Each worker id's world variables as given (its own proxies when links are cut).
+        self._world: dict[str, dict[str, str]] = {}
 
     def _next_id(self) -> str:
         with self._lock:
@@ -50,7 +59,14 @@ class Launcher:
     def environment(self, worker_id: str) -> dict[str, str]:
         env = adapter.inherited_environment()
         env.update(self._engine.worker_env())
-        env.update(self._world_env)
+        if worker_id not in self._world:
+            world = dict(self._world_env)
+            if self._world_links is not None:
+                world.update(self._world_links.env_for(worker_id))
+            self._world[worker_id] = world
+        env.update(self._world[worker_id])
+        if self._clocks is not None:
+            env.update(self._clocks.env_for(worker_id))
         if worker_id not in self._dsns:
             self._dsns[worker_id] = self._dsn_for_worker(worker_id)
         env["DATABASE_URL"] = self._dsns[worker_id]
@@ -60,6 +76,11 @@ class Launcher:
         if self._control_path:
             env["CRASHCERT_CONTROL"] = self._control_path
         return env
+
+    def world_url(self, worker_id: str, variable: str) -> str | None:
+        """The URL a worker was given for a world service (`CRASHCERT_TOOLS_URL`...): the
+        service's own, or the worker's proxy in front of it."""
+        return self._world.get(worker_id, self._world_env).get(variable)
 
     def start(self, *, worker_id: str | None = None) -> processes.Worker:
         """A new worker process; `worker_id` reuses an id (a restart under the same id)."""

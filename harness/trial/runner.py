@@ -29,7 +29,7 @@ from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.faults import world_trigger
-from harness.lab import isolation, proxy_audit, shared
+from harness.lab import faketime, isolation, proxy_audit, shared, world_links
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema
@@ -231,6 +231,13 @@ def _execute(
         recorder = recorder_module.Recorder(world.counter)
         proxies = _Proxies(lab, dsn, prefix=database)
         stack.callback(proxies.close)
+        # Only for a plan that cuts a world link or skews a clock: others keep it direct.
+        links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
+        if links is not None:
+            stack.callback(links.close)
+        clocks = faketime.for_plan(spec.plan)
+        if clocks is not None:
+            stack.callback(clocks.close)
         directory.mkdir(parents=True, exist_ok=True)
         server = control.ControlServer(recorder).start()
         stack.callback(server.stop)
@@ -243,6 +250,8 @@ def _execute(
             recorder=recorder,
             trial_id=trial.trial_id,
             forkserver=lab.forkserver,
+            world_links=links,
+            clocks=clocks,
         )
         nemesis = nemesis_module.Nemesis(
             spec.plan,
@@ -252,6 +261,8 @@ def _execute(
             pg=lab.pg,
             lease_s=engine.lease_ms / 1000.0,
             dsn=dsn,
+            world_links=links,
+            clocks=clocks,
         )
         server.set_policy(nemesis.on_hit)
         stack.callback(nemesis.close)  # runs first: heal everything before anything stops
