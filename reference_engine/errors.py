@@ -59,6 +59,12 @@ class ModelUnavailable(EngineError):
     """Transient model failures outlasted the retry bound; the run is retried later."""
 
 
+class ModelAnswerLost(EngineError):
+    """The request left and may have been answered (and billed), but no whole answer came
+    back: reset, timed out, or a stream cut short. The call is closed and a new one opened,
+    so every inference that may have been served holds an iteration of its own."""
+
+
 class ModelRefused(EngineError):
     """The model rejected the request itself (4xx other than 408/409/429)."""
 

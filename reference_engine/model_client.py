@@ -4,9 +4,13 @@ Imported only by the worker, so the short-lived CLI commands never load `openai`
 
 With `stream` (CRASHCERT_STREAM=1, reference_engine/engine_stream.yaml) the answer comes as
 server-sent events, assembled here from its content and tool-call deltas and its usage
-chunk. A stream that ends without its finish reason or its usage is a failed call, retried
-like a lost connection: the engine never acts on part of a decision. A retried call is a
-new billed call; only the answer the engine receives whole is recorded and billed.
+chunk. A stream that ends without its finish reason or its usage is no answer: the engine
+never acts on part of a decision.
+
+A request that left and got no whole answer (reset, timeout, a stream cut short) may have
+been served and billed: ModelAnswerLost, and the worker opens a new model call, charging
+an iteration for it, instead of retrying here under the same one. Only what never left
+(connection refused) or was refused (5xx, 429) is retried in place.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import dataclasses
 import time
 from typing import Any
 
-import httpx
 import openai
 
 from reference_engine import errors
@@ -73,14 +76,17 @@ class ModelClient:
                     messages=messages,  # type: ignore[arg-type]
                     **extra,
                 )
-            except (
-                openai.APIConnectionError,
-                openai.RateLimitError,
-                openai.InternalServerError,
-                httpx.TransportError,  # a stream broken mid-body
-                IncompleteStream,
-            ) as error:
-                last = error  # no whole answer (or overloaded): the same call may be retried
+            except openai.APIConnectionError as error:
+                if not _never_sent(error):
+                    raise errors.ModelAnswerLost(
+                        f"no answer: {error!r}: {error.__cause__!r}"
+                    ) from None
+                last = error  # never sent: the same call may be tried again
+                continue
+            except IncompleteStream as error:
+                raise errors.ModelAnswerLost(f"no whole answer: {error}") from None
+            except (openai.RateLimitError, openai.InternalServerError) as error:
+                last = error  # not processed (or overloaded): the same call may be retried
                 continue
             except openai.APIStatusError as error:
                 if error.status_code >= 500 or error.status_code in (408, 409, 429):
@@ -104,7 +110,22 @@ class ModelClient:
             **extra,
         )
         with stream:
-            return assemble(stream)
+            try:
+                return assemble(stream)
+            except (IncompleteStream, openai.APIError):
+                raise
+            except Exception as error:  # the transport broke mid-body (the client's own httpx)
+                raise IncompleteStream(f"stream broken: {error!r}") from None
+
+
+def _never_sent(error: BaseException) -> bool:
+    """Whether the connection was refused: the request never left, nothing was served."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class IncompleteStream(Exception):
@@ -113,8 +134,36 @@ class IncompleteStream(Exception):
 
 def assemble(chunks: Any) -> ModelAnswer:
     """One answer from a stream's chunks; IncompleteStream unless it came whole."""
+    partial = collect(chunks)
+    if partial.finish is None or partial.usage is None:
+        missing = "finish reason" if partial.finish is None else "usage"
+        raise IncompleteStream(f"stream ended after {partial.seen} chunks without its {missing}")
+    return partial.answer()
+
+
+@dataclasses.dataclass(frozen=True)
+class Partial:
+    """What a stream delivered: maybe all of an answer, maybe a part of it."""
+
+    message: dict[str, Any]
+    finish: str | None
+    usage: Any  # the usage chunk's, None until it came
+    seen: int  # chunks
+
+    def answer(self) -> ModelAnswer:
+        usage = _usage(self.usage)
+        choice = {"message": self.message, "finish_reason": self.finish}
+        return ModelAnswer(
+            message=self.message,
+            usage=usage,
+            raw={"choices": [choice], "usage": usage, "streamed": True},
+        )
+
+
+def collect(chunks: Any) -> Partial:
+    """The content, tool calls (deltas joined by index), finish reason and usage so far."""
     content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    calls: dict[int, dict[str, str]] = {}
     finish: str | None = None
     usage_obj: Any = None
     seen = 0
@@ -126,16 +175,11 @@ def assemble(chunks: Any) -> ModelAnswer:
             delta = choice.delta
             content.append(delta.content or "")
             for part in delta.tool_calls or []:
-                call = calls.setdefault(
-                    part.index, {"id": "", "type": "function", "name": "", "arguments": ""}
-                )
+                call = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
                 call["id"] += part.id or ""
                 if part.function is not None:
                     call["name"] += part.function.name or ""
                     call["arguments"] += part.function.arguments or ""
-    if finish is None or usage_obj is None:
-        missing = "finish reason" if finish is None else "usage"
-        raise IncompleteStream(f"stream ended after {seen} chunks without its {missing}")
     message: dict[str, Any] = {"role": "assistant"}
     if "".join(content):
         message["content"] = "".join(content)
@@ -148,9 +192,7 @@ def assemble(chunks: Any) -> ModelAnswer:
             }
             for _, call in sorted(calls.items())
         ]
-    usage = _usage(usage_obj)
-    raw = {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
-    return ModelAnswer(message=message, usage=usage, raw={**raw, "streamed": True})
+    return Partial(message, finish, usage_obj, seen)
 
 
 def _usage(usage_obj: Any) -> dict[str, int]:

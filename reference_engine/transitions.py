@@ -268,6 +268,17 @@ class Transitions:
 
         return str(self._fenced(lease, body).detail["status"])
 
+    def lose_model_call(self, lease: leases.Lease, *, call_id: str, error: str) -> None:
+        """The request may have been answered, the answer never arrived whole: close the
+        call; the next step opens a new one (a new iteration) under the same lease."""
+
+        def body(tx: events.Tx) -> Mark:
+            tx.all("fail_model_call", call_id=call_id, error=error[:2000])
+            tx.event(lease, "model.call_failed", call_id=call_id, error=error[:2000])
+            return Mark(None, {})
+
+        self._fenced(lease, body)
+
     # -- tools --------------------------------------------------------------------------
 
     def start_tool(

@@ -299,6 +299,10 @@ class Worker:
             with self.telemetry.chat(lease.run_id, point.transcript, declarations.values()) as span:
                 answer = self.model.complete(list(point.transcript), tools)
                 span.answered(answer.message, answer.usage)
+        except errors.ModelAnswerLost as error:
+            logger.info("run %s: model answer lost, asking again: %s", lease.run_id, error)
+            self.runs.lose_model_call(lease, call_id=call_id, error=str(error))
+            return
         except errors.ModelUnavailable as error:
             status = self.runs.fail_model_call(
                 lease, call_id=call_id, error=str(error), delay_ms=self.settings.max_backoff_ms

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.world import hooks as hooks_module
-from harness.world import http, ledger
+from harness.world import http
 from harness.world import world as world_module
 from reference_engine import errors, model_client
 from tests import fix_world
@@ -39,31 +39,36 @@ def test_a_streamed_answer_is_the_whole_answer(world: world_module.World) -> Non
     assert [entry.stream for entry in world.model.entries()] == [False, True]
 
 
-def _cut_first(after: int) -> hooks_module.WorldHooks:
+def _losing(fate: http.Fate) -> hooks_module.WorldHooks:
     hooks = hooks_module.WorldHooks()
-    seen: list[ledger.ModelRequest] = []
-
-    def cut(entry: ledger.ModelRequest) -> None:
-        seen.append(entry)
-        if len(seen) == 1:
-            http.lose_response(http.Fate("cut", after))
-
-    hooks.model_answered = cut
+    hooks.model_answered = lambda entry: (http.lose_response(fate), None)[1]
     return hooks
 
 
 @pytest.mark.parametrize("after", [0, 3, 10_000])
-def test_a_cut_stream_is_retried_never_used(make_world: fix_world.MakeWorld, after: int) -> None:
-    world = make_world(hooks=_cut_first(after))
-    answer = _client(world, stream=True).complete(MESSAGES, [])
-    expected = _client(make_world(), stream=False).complete(MESSAGES, [])
-    assert answer.message == expected.message  # the second, whole answer
-    assert [entry.status_code for entry in world.model.entries()] == [200, 200]  # two billed
+def test_a_cut_stream_is_a_lost_answer_never_used(
+    make_world: fix_world.MakeWorld, after: int
+) -> None:
+    world = make_world(hooks=_losing(http.Fate("cut", after)))
+    with pytest.raises(errors.ModelAnswerLost, match="without its"):
+        _client(world, stream=True, retries=3).complete(MESSAGES, [])
+    # Not retried under the same call: the worker opens a new one (a new iteration).
+    assert [entry.status_code for entry in world.model.entries()] == [200]
 
 
-def test_cut_streams_only_end_in_model_unavailable(make_world: fix_world.MakeWorld) -> None:
-    hooks = hooks_module.WorldHooks()
-    hooks.model_answered = lambda entry: (http.lose_response(http.Fate("cut", 2)), None)[1]
-    world = make_world(hooks=hooks)
-    with pytest.raises(errors.ModelUnavailable, match="stream ended after 2 chunks"):
-        _client(world, stream=True).complete(MESSAGES, [])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reset_answer_is_lost_not_retried_in_place(
+    make_world: fix_world.MakeWorld, stream: bool
+) -> None:
+    world = make_world(hooks=_losing(http.Fate("reset")))
+    with pytest.raises(errors.ModelAnswerLost):
+        _client(world, stream=stream, retries=3).complete(MESSAGES, [])
+    assert len(world.model.entries()) == 1
+
+
+def test_what_never_left_is_retried_in_place() -> None:
+    client = model_client.ModelClient(
+        base_url="http://127.0.0.1:9/v1", api_key="x", model="m", timeout_s=1, delays=[0.0]
+    )
+    with pytest.raises(errors.ModelUnavailable, match="after 2 tries"):
+        client.complete(MESSAGES, [])
