@@ -16,18 +16,6 @@ usage() {
 [[ $# -ge 1 ]] || usage
 command=$1
 shift
-# The harness probes it: Debian 12's 0.9.10 breaks time.sleep on Python >= 3.11
-# (wolfcw/libfaketime#426); then set CRASHCERT_LIBFAKETIME to a build of 0.9.11 or later,
-# or put one at .venv/libfaketime/libfaketime.so.1.
-if faketime=$("$venv/bin/python" -c 'from harness.lab import faketime; print(faketime.find())' 2>&1); then
-    echo "bootstrap: libfaketime: $faketime" >&2
-elif [[ ${CRASHCERT_REQUIRE_LIBFAKETIME:-} == "1" ]]; then
-    echo "bootstrap: libfaketime is required (CI) and none works: ${faketime##*EnvironmentProblem: }" >&2
-    exit 1
-else
-    echo "bootstrap: WARNING: no working libfaketime; clock_skew tests will skip" >&2
-fi
-
 case "$command" in
     test | matrix) ;;
     *) usage ;;
@@ -46,10 +34,6 @@ apt_install() {
 }
 if ! command -v pg_config >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     apt_install postgresql || true
-fi
-if ! compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null; then
-    # clock_skew preloads libfaketime into workers (harness/lab/faketime.py).
-    apt_install faketime || true
 fi
 if [[ $command == test ]] && ! command -v chromium >/dev/null 2>&1; then
     # The timeline report is checked in a real headless browser.
@@ -79,6 +63,18 @@ if [[ ${CI:-} == "true" ]]; then
     export CRASHCERT_REQUIRE_TOXIPROXY=1
     export CRASHCERT_REQUIRE_CHROMIUM=1
     export CRASHCERT_REQUIRE_LIBFAKETIME=1
+fi
+
+# clock_skew preloads libfaketime into workers: the dev extras install the PyPI package
+# `libfaketime` (a working build); the harness probes it (harness/lab/faketime.py), or a
+# build named by CRASHCERT_LIBFAKETIME.
+if faketime=$("$venv/bin/python" -c 'from harness.lab import faketime; print(faketime.find())' 2>&1); then
+    echo "bootstrap: libfaketime: $faketime" >&2
+elif [[ ${CRASHCERT_REQUIRE_LIBFAKETIME:-} == "1" ]]; then
+    echo "bootstrap: libfaketime is required (CI) and none works: ${faketime##*EnvironmentProblem: }" >&2
+    exit 1
+else
+    echo "bootstrap: WARNING: no working libfaketime; clock_skew tests will skip" >&2
 fi
 
 if toxiproxy=$("$venv/bin/python" -m harness.lab.toxiproxy_server build); then

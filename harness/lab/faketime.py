@@ -7,7 +7,8 @@ nemesis shifts a running worker by rewriting that file. Monotonic clocks are lef
 condition waits measured on the monotonic clock stay true, as they do on a real host
 whose NTP is off (faking them too hangs Python's threading waits, wolfcw/libfaketime#390).
 
-Which library: $CRASHCERT_LIBFAKETIME, else one built into the venv (ci/bootstrap.sh),
+Which library: $CRASHCERT_LIBFAKETIME, else the one the PyPI package `libfaketime` ships
+(`pip install 'crashcert[clock]'`, 0.9.12 built for x86-64), else one built into the venv,
 else Debian's package `faketime`. Each is probed in a child Python first: libfaketime
 0.9.10 (Debian 12) breaks `time.sleep` on Python >= 3.11 when monotonic clocks are not
 faked (EINVAL, wolfcw/libfaketime#426, fixed in 0.9.11); such a library is refused with
@@ -17,6 +18,7 @@ that reason instead of crashing every worker.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -31,7 +33,7 @@ from harness.faults import spec
 ENV_VAR = "CRASHCERT_LIBFAKETIME"
 REQUIRE_ENV = "CRASHCERT_REQUIRE_LIBFAKETIME"
 LIBRARY = "libfaketime.so.1"
-# Where ci/bootstrap.sh puts a build, then where Debian's package `faketime` puts it.
+# Where a build may be put by hand, then where Debian's package `faketime` puts it.
 CANDIDATES = (
     pathlib.Path(sys.prefix) / "libfaketime" / LIBRARY,
     pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime") / LIBRARY,
@@ -70,7 +72,7 @@ def offset_text(offset_s: float) -> str:
 def find() -> str:
     """The path of a working libfaketime, or EnvironmentProblem saying why there is none."""
     chosen = os.environ.get(ENV_VAR)
-    candidates = [pathlib.Path(chosen)] if chosen else list(CANDIDATES)
+    candidates = [pathlib.Path(chosen)] if chosen else [*_packaged(), *CANDIDATES]
     refused: list[str] = []
     for path in candidates:
         if not path.is_file():
@@ -83,9 +85,17 @@ def find() -> str:
         refused.append(f"{path}: {problem}")
     where = "; ".join(refused) or "none of " + ", ".join(str(p) for p in CANDIDATES)
     raise errors.EnvironmentProblem(
-        f"clock_skew needs libfaketime >= 0.9.11 (apt-get install faketime, or build it and "
-        f"set {ENV_VAR}=/path/to/{LIBRARY}): {where}"
+        f"clock_skew needs libfaketime >= 0.9.11 (pip install 'crashcert[clock]', or build "
+        f"it and set {ENV_VAR}=/path/to/{LIBRARY}): {where}"
     )
+
+
+def _packaged() -> list[pathlib.Path]:
+    """The library inside the PyPI package `libfaketime`, found without importing it."""
+    found = importlib.util.find_spec("libfaketime")
+    if found is None or found.origin is None:
+        return []
+    return [pathlib.Path(found.origin).parent / "vendor" / "libfaketime" / "src" / LIBRARY]
 
 
 def probe(library: str) -> str | None:
