@@ -39,7 +39,7 @@ def test_a_missing_library_is_refused_with_directions(monkeypatch: pytest.Monkey
     faketime.find.cache_clear()
     monkeypatch.setenv(faketime.ENV_VAR, "/nonexistent/libfaketime.so.1")
     try:
-        with pytest.raises(errors.EnvironmentProblem, match="apt-get install faketime"):
+        with pytest.raises(errors.EnvironmentProblem, match=r"pip install 'crashcert\[clock\]'"):
             faketime.find()
     finally:
         faketime.find.cache_clear()
