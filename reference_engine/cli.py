@@ -1,5 +1,5 @@
 """`python -m reference_engine <command>`: migrate, worker, reconcile, submit, status,
-export, cancel, approve, reject. Configuration comes from the environment (config.py).
+export, cancel, purge, approve, reject. Configuration comes from the environment (config.py).
 
 Startup stays cheap: only `worker` imports the model client (and with it `openai`).
 """
@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         ("status", "print the RunReport JSON"),
         ("export", "print the run's rows from every table"),
         ("cancel", "cancel a run (at once if nobody holds it)"),
+        ("purge", "delete a finished run and every record of it (retention)"),
     ):
         commands.add_parser(name, help=helptext).add_argument("run_id")
     for name in ("approve", "reject"):
@@ -92,6 +93,8 @@ def _dispatch(args: argparse.Namespace, settings: config_module.Settings) -> int
             _print(report_module.build(reads.load(db, args.run_id)))
         elif args.command == "export":
             _print(reads.export(db, args.run_id))
+        elif args.command == "purge":
+            _print({"run_id": args.run_id, "result": commands.purge_run(db, args.run_id)})
         elif args.command == "cancel":
             result = commands.request_cancel(db, args.run_id, redact=redact)
             _print({"run_id": args.run_id, "result": result})

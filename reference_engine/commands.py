@@ -1,8 +1,9 @@
 """What clients and operators ask of the engine: submit a run, cancel it, approve or reject
-a tool call. None of these needs a lease; each is one transaction."""
+a tool call, purge a finished run. None of these needs a lease; each is one transaction."""
 
 from __future__ import annotations
 
+import crashcert_probe
 from reference_engine import checkpoint as checkpoint_module
 from reference_engine import connection, errors, events, transitions
 from reference_engine import inputs as inputs_module
@@ -96,3 +97,27 @@ def command_id_of(db: connection.Connector, run_id: str, tool_call_id: str) -> s
     if row is None:
         raise errors.NotFound(f"run {run_id} has no tool call {tool_call_id}")
     return str(row["id"])
+
+
+PURGED = "run.purged"
+
+
+def purge_run(
+    db: connection.Connector, run_id: str, *, reporter: crashcert_probe.Reporter | None = None
+) -> str:
+    """Retention: delete a finished run and every record of it in one transaction, so an
+    interrupted purge leaves all of it or none (dbos-transact-py #769: a purge in two steps
+    left step outputs that a run reusing the key replayed). Idempotent: a run already gone
+    is "absent", so a purge interrupted after its COMMIT can simply be run again."""
+    reporter = reporter or crashcert_probe.default()
+    with db.transaction() as tx:
+        row = tx.one("lock_run_plain", run_id=run_id)
+        if row is None:
+            return "absent"
+        if row["status"] not in state_module.TERMINAL:
+            raise errors.Conflict(f"run {run_id} is {row['status']}: only a finished run is purged")
+        tx.all("purge_run", run_id=run_id)
+        # nothing but COMMIT follows (no event: the run's events go with it)
+        reporter.report(PURGED + crashcert_probe.BEFORE_COMMIT, run_id)
+    reporter.report(PURGED, run_id)
+    return "purged"

@@ -22,6 +22,10 @@ BOUNDARIES: tuple[str, ...] = (
     "reply.sent",
     "run.finished",
 )
+# Reported only where a scenario has the engine purge a finished run (its optional `purge`
+# command, CONTRACT.md section 5): `run.purged` once the purge committed. Not part of
+# `boundaries: all`, so an engine without retention declares nothing it cannot reach.
+RETENTION: tuple[str, ...] = ("run.purged",)
 
 BEFORE_COMMIT: frozenset[str] = frozenset(
     {
@@ -33,6 +37,7 @@ BEFORE_COMMIT: frozenset[str] = frozenset(
         "reply.ready",
         "reply.sending",
         "run.finished",
+        "run.purged",
     }
 )
 
@@ -65,8 +70,13 @@ def base_name(point: str) -> str:
     return point.removesuffix(BEFORE_COMMIT_SUFFIX)
 
 
+def retention_points() -> list[str]:
+    """`run.purged:before_commit`, `run.purged`: the points of a purge."""
+    return [p for name in RETENTION for p in (name + BEFORE_COMMIT_SUFFIX, name)]
+
+
 def is_known(point: str) -> bool:
-    return point in set(all_points())
+    return point in set(all_points()) or point in retention_points()
 
 
 POINT_REF = re.compile(r"^(?P<point>[a-z._:]+)(#(?P<occurrence>\d+))?$")

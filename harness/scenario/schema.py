@@ -164,7 +164,13 @@ class Expectation(StrictModel):
 
 # What the harness does to a run from outside while it runs (CONTRACT.md, section 5:
 # the engine's optional approve/reject/cancel commands).
-ActionKind = Literal["approve", "reject", "cancel"]
+ActionKind = Literal["approve", "reject", "cancel", "purge", "reuse_key"]
+# Done once the run is terminal, in the scenario's order (harness/trial/retention.py):
+# `purge` has the engine delete the finished run (its optional purge command), `reuse_key`
+# submits a new request (a new input) under the purged run's key.
+AFTER_FINISH: tuple[str, ...] = ("purge", "reuse_key")
+# Where an after-finish action is written to happen.
+FINISHED = "run.finished"
 # When: `awaiting_approval` (the report shows the call awaiting approval), or a boundary
 # the engine reported, `POINT[#OCCURRENCE]` (e.g. tool.started#1).
 AWAITING_APPROVAL = "awaiting_approval"
@@ -180,6 +186,10 @@ class Action(StrictModel):
     def _consistent(self) -> Action:
         if self.do in ("approve", "reject") and self.call is None:
             raise ValueError(f"{self.do} needs `call`, the tool-call id it decides")
+        if self.do in AFTER_FINISH:
+            if self.at != FINISHED:
+                raise ValueError(f"{self.do} happens once the run is terminal: at: {FINISHED}")
+            return self
         if self.at != AWAITING_APPROVAL:
             if boundaries.parse_ref(self.at) is None:
                 raise ValueError(f"at is {AWAITING_APPROVAL!r} or POINT[#N], got {self.at!r}")

@@ -39,7 +39,8 @@ class Actor:
         self._dsn = dsn
         self._run_id = run_id
         self._recorder = recorder
-        self._pending = list(scenario.actions)
+        # purge and reuse_key come once the run is terminal (harness/trial/retention.py)
+        self._pending = [a for a in scenario.actions if a.do not in schema.AFTER_FINISH]
         self._errors: dict[int, str] = {}
 
     @property
@@ -94,9 +95,7 @@ class Actor:
             return None
         return report
 
-    def _record(
-        self, action: schema.Action, requested: int, *, ok: bool, note: str = ""
-    ) -> None:
+    def _record(self, action: schema.Action, requested: int, *, ok: bool, note: str = "") -> None:
         self._recorder.append(
             history.ActionTaken(
                 do=action.do,

@@ -86,7 +86,8 @@ class WorkerEvent(Record):
 
 
 class ActionTaken(Record):
-    """The harness approved, rejected or cancelled from outside (a scenario's `actions`)."""
+    """The harness approved, rejected, cancelled, purged or reused a key from outside (a
+    scenario's `actions`)."""
 
     kind: Literal["action"] = "action"
     do: str
@@ -97,6 +98,10 @@ class ActionTaken(Record):
     requested_seq: int = 0
     ok: bool = True
     note: str = ""
+    # reuse_key: the run the new request's submit answered, and the run key the world
+    # knows that request by (its marker; the engine was given the purged run's key).
+    run_id: str | None = None
+    world_key: str | None = None
 
 
 Event = BoundaryHit | FaultApplied | WorkerEvent | ActionTaken

@@ -33,7 +33,7 @@ from harness.lab import faketime, isolation, proxy_audit, shared, world_links
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema
-from harness.trial import actions, history, resubmit
+from harness.trial import actions, history, resubmit, retention
 from harness.trial import artifacts as store
 from harness.trial import recorder as recorder_module
 from harness.world import world as world_module
@@ -276,6 +276,7 @@ def _execute(
                 launcher=launcher,
                 policy=nemesis.on_hit,
             ).install()
+        purged = False
         try:
             run_input = build_input(spec.scenario, trial.run_key)
             run_id = engine.submit(dsn, run_input)
@@ -289,6 +290,9 @@ def _execute(
             trial.workers_started_at = time.time()
             _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
             _resubmit_after_finish(engine, dsn, trial, run_input, server, recorder, spec)
+            purged = _after_finish_actions(
+                engine, dsn, trial, launcher, server, recorder, spec, directory / WORKER_LOGS
+            )
         finally:
             if trigger is not None:
                 trigger.close()  # first: no late world kill or fresh worker after this
@@ -302,11 +306,45 @@ def _execute(
             trial.healed_at = max(fault.t for fault in faults) if faults else None
             snapshot = world.snapshot()
             trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
-        if trial.run_id is not None:
+        if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)
         if server.protocol_errors:
             raise errors.CrashcertError("; ".join(server.protocol_errors[:3]))
+
+
+def _after_finish_actions(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    launcher: launcher_module.Launcher,
+    server: control.ControlServer,
+    recorder: recorder_module.Recorder,
+    spec: TrialSpec,
+    log_dir: pathlib.Path,
+) -> bool:
+    """The scenario's purge and reuse_key, once the run was seen terminal; whether the run
+    was purged (its final report and tables are taken first: nothing is left after)."""
+    wanted = retention.wanted(spec.scenario)
+    if not wanted or trial.finished_at is None or trial.run_id is None:
+        return False
+    trial.reports.append(engine.report(dsn, trial.run_id))
+    trial.engine_tables = engine.export(dsn, trial.run_id)
+    slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
+    after = retention.Retention(
+        engine,
+        dsn,
+        trial,
+        launcher=launcher,
+        recorder=recorder,
+        server=server,
+        log_dir=log_dir,
+        build_input=build_input,
+        deadline=time.monotonic() + spec.scenario.deadline_s + slack,
+        poll_s=REPORT_POLL_S,
+    )
+    after.run()
+    return after.purged
 
 
 def _resubmit_after_finish(

@@ -338,3 +338,9 @@ SELECT
         FROM budget_ledger WHERE run_id = %(run_id)s AND kind <> 'tokens') AS charged,
     (SELECT to_jsonb(d) FROM (
         SELECT key, state, attempts FROM deliveries WHERE run_id = %(run_id)s) d) AS delivery;
+
+-- name: purge_run
+-- Retention of one finished run: the run row and, by ON DELETE CASCADE, every record of it
+-- (frontier, checkpoints, model and tool calls, budget ledger, delivery, events) in this
+-- one statement, so no step record outlives its run and the run key is free again.
+DELETE FROM runs WHERE id = %(run_id)s;

@@ -9,6 +9,7 @@ from harness.checkers import levels, submit, verdict
 from harness.faults import spec
 from harness.trial import history
 from harness.trial import resubmit as resubmit_module
+from harness.world import ledger
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -97,3 +98,62 @@ def test_a_resubmit_excuses_no_extra_model_call() -> None:
     builders.last_turn(builders.refund_round(trial))
     result = checkers.check_all(trial.build(), only=["model.count"])[0]
     assert result.verdict is V.FAIL, result
+
+
+REUSED = f"{builders.RUN_KEY}-reused"
+NEW_ANSWER = f"Order ord-{REUSED} ships tomorrow."
+
+
+def reused_key(trial: builders.Trial, *, answered: str = "run-2") -> None:
+    """The run is purged, then a new request is submitted under its key (retention.py)."""
+    for do in ("purge", "reuse_key"):
+        seq, t = trial.tick()
+        fields: dict[str, Any] = {"run_id": answered, "world_key": REUSED} if do != "purge" else {}
+        trial.events.append(
+            history.ActionTaken(seq=seq, t=t, do=do, at="run.finished", requested_seq=seq, **fields)
+        )
+
+
+def answer_new_request(trial: builders.Trial) -> None:
+    seq, t = trial.tick()
+    trial.model.append(
+        ledger.ModelRequest(
+            seq=seq,
+            t=t,
+            run_key=REUSED,
+            turn=0,
+            messages=[],
+            status_code=200,
+            response={"role": "assistant", "content": NEW_ANSWER},
+        )
+    )
+
+
+def test_a_new_request_after_a_purge_answered_anew_passes() -> None:
+    trial = builders.clean_trial()
+    reused_key(trial)
+    answer_new_request(trial)
+    trial.delivery(content=NEW_ANSWER, key="reply-run-2", run_id="run-2")
+    result = submit.check(trial.build())
+    assert result.verdict is V.PASS, result
+    assert "got a run and a reply of its own" in result.summary
+
+
+def test_a_new_request_given_the_purged_runs_answer_fails() -> None:
+    """dbos-transact-py #769: the purged run's step output replayed, the model never asked."""
+    trial = builders.clean_trial()
+    old = next(e.seq for e in trial.sink if isinstance(e, ledger.ReplyDelivery))
+    reused_key(trial)
+    trial.delivery(key="reply-run-2", run_id="run-2")  # the old content again
+    result = submit.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith("replayed an old result: the reply to the new request")
+    assert f"the purged run's reply (seq {old})" in result.summary
+
+
+def test_a_new_request_answered_by_the_purged_run_fails() -> None:
+    trial = builders.clean_trial()
+    reused_key(trial, answered=builders.RUN_ID)
+    result = submit.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert "was answered by the purged run run-1" in result.summary

@@ -48,6 +48,7 @@ def test_invariants_are_the_design_ids_in_order() -> None:
         "tool.unknown_outcome",
         "budget.not_restored",
         "reply.single_delivery",
+        "run.single_submit",
         "run.liveness",
         "lease.fencing",
         "transcript.intact",

@@ -50,11 +50,16 @@ def param_values(param: spec.Param) -> st.SearchStrategy[object]:
     return PARAM_VALUES[param.kind]
 
 
+PER_RUN = frozenset(name for name, fault in spec.CATALOG.items() if fault.per_run)
+
+
 @st.composite
 def steps(draw: st.DrawFn) -> spec.FaultStep:
     action = draw(st.sampled_from(spec.NAMES))
     fault = spec.CATALOG[action]
-    if fault.world_points:
+    if fault.per_run:
+        point = spec.RUN_POINT
+    elif fault.world_points:
         point = draw(st.sampled_from(fault.world_points))
     else:
         point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else any_point)
@@ -114,7 +119,7 @@ def test_a_commit_fault_away_from_a_commit_is_refused(action: str, point: str) -
 
 
 @given(
-    st.sampled_from(sorted(set(spec.NAMES) - spec.HEALED - spec.IN_WORLD)),
+    st.sampled_from(sorted(set(spec.NAMES) - spec.HEALED - spec.IN_WORLD - PER_RUN)),
     st.sampled_from(ENGINE_POINTS),
 )
 def test_heal_at_is_refused_for_what_is_never_healed(action: str, point: str) -> None:

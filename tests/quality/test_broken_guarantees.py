@@ -74,6 +74,15 @@ CASES = (
         ("tool.unknown_outcome",),
         says="a call sent before its tool was redeployed",
     ),
+    # The customer's client lost the acknowledgement of its refund request and sends it
+    # again after the run finished: a second run refunds and replies again.
+    broken.Case(
+        "second_run_on_resubmit",
+        "refund",
+        ("submit_twice@run?when=after_finish",),
+        ("run.single_submit",),
+        says="a second run for run key",
+    ),
 )
 IDS = [case.engine for case in CASES]
 FAULTED = tuple(case for case in CASES if case.faults)

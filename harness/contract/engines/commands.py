@@ -4,7 +4,8 @@ Placeholders in commands: `{python}` (this interpreter), `{run_id}`. Every comma
 `DATABASE_URL`; `submit` reads the RunInput JSON on stdin and prints `{"run_id": ...}`;
 `status` prints a RunReport; `export` (optional) prints engine tables as JSON;
 `approve`/`reject` (optional, `{run_id}` `{tool_call_id}`) decide a tool call awaiting
-approval, `cancel` (optional, `{run_id}`) cancels a run.
+approval, `cancel` (optional, `{run_id}`) cancels a run, `purge` (optional, `{run_id}`)
+deletes a finished run.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ class EngineDescription(pydantic.BaseModel):
     approve: list[Text] | None = None
     reject: list[Text] | None = None
     cancel: list[Text] | None = None
+    # Optional retention: `{run_id}`, delete a finished run and every record of it, so its
+    # run key is free again (a scenario's `purge` action; CONTRACT.md section 5). It always
+    # runs as a process with a worker's environment, so a fault can strike it mid-purge.
+    purge: list[Text] | None = None
     env: dict[EnvName, Text] = pydantic.Field(default_factory=dict)
     lease_ms: int = pydantic.Field(default=1000, ge=MIN_LEASE_MS, le=MAX_LEASE_MS)
     # Where the commands run, relative to the description file.
@@ -243,6 +248,12 @@ class CommandEngine:
         """Stops the status server, if one was started."""
         if self._server is not None:
             self._server.close()
+
+    def purge_command(self, run_id: str) -> list[str] | None:
+        """argv of the purge command for `run_id`, or None when the engine has none."""
+        if not self.description.purge:
+            return None
+        return self._argv(self.description.purge, run_id=run_id)
 
     def can(self, action: str) -> bool:
         """Whether the engine offers an operator command (approve, reject, cancel)."""
