@@ -20,7 +20,7 @@ from harness.contract import boundaries
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
-from harness.lab import shared
+from harness.lab import faketime, shared
 from harness.report import terminal
 
 console = terminal.make_console()
@@ -89,6 +89,7 @@ def certify(
     """
     shard = shard_module.parse(shard_text) if shard_text else None
     fault_classes = fault_spec.parse_classes(faults)
+    faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
     point_names = plan_module.parse_points(
         points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     )

@@ -15,7 +15,7 @@ from harness.cli import options
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
-from harness.lab import shared
+from harness.lab import faketime, shared
 from harness.report import terminal
 from harness.scenario import schema as scenario_module
 
@@ -65,6 +65,7 @@ def explore(
 
     shard = shard_module.parse(shard_text) if shard_text else None
     fault_classes = fault_spec.parse_classes(faults)
+    faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
     point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)

@@ -23,7 +23,7 @@ from harness.contract import run_report
 from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
-from harness.lab import shared
+from harness.lab import faketime, shared
 from harness.lab.postgres import dsn as pg_dsn
 from harness.report import summary as report
 from harness.report import terminal
@@ -87,6 +87,7 @@ def matrix(
     """Kill workers at every boundary of every scenario, then check every invariant."""
     shard = shard_module.parse(shard_text) if shard_text else None
     fault_classes = fault_spec.parse_classes(faults)
+    clock_note = faketime.require(fault_classes)  # no libfaketime: say so once, here
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = options.scenarios(scenario_names)
@@ -96,6 +97,8 @@ def matrix(
         console.print(
             f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}; trials in {out_dir}"
         )
+        if clock_note:
+            console.print(clock_note)
         with rich.progress.Progress(
             rich.progress.SpinnerColumn(),
             rich.progress.TextColumn("{task.description}"),

@@ -152,6 +152,15 @@ class Clocks:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
+def require(classes: Iterable[str]) -> str | None:
+    """Up front, before a campaign runs a trial: None when no class skews a clock, else a
+    line naming the library found, or EnvironmentProblem, once, instead of an ERROR in
+    every clock_skew trial."""
+    if not spec.SKEWS_CLOCK.intersection(classes):
+        return None
+    return f"clock_skew: libfaketime {find()}"
+
+
 def for_plan(plan: Iterable[spec.FaultStep]) -> Clocks | None:
     """Clocks when the plan skews one (EnvironmentProblem when libfaketime is missing)."""
     if not any(step.action in spec.SKEWS_CLOCK for step in plan):

@@ -76,3 +76,21 @@ def test_a_running_process_is_skewed_and_its_sleeps_stay_true(library: str) -> N
         assert child.wait(30) == 0
     finally:
         clocks.close()
+
+
+def test_a_campaign_without_the_library_is_refused_up_front(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--faults clock_skew` with no working libfaketime: one error before any trial."""
+    faketime.find.cache_clear()
+    monkeypatch.setenv(faketime.ENV_VAR, "/nonexistent/libfaketime.so.1")
+    try:
+        assert faketime.require(["kill", "tool_cut"]) is None  # nothing to skew: no probe
+        with pytest.raises(errors.EnvironmentProblem, match="clock_skew needs libfaketime"):
+            faketime.require(["kill", "clock_skew"])
+    finally:
+        faketime.find.cache_clear()
+
+
+def test_a_campaign_names_the_library_it_found(library: str) -> None:
+    assert faketime.require(["clock_skew"]) == f"clock_skew: libfaketime {library}"
