@@ -38,11 +38,12 @@ from harness.world import world as world_module
 
 MODEL_ANSWERED, TOOL_EFFECT, REPLY_ACCEPTED = boundaries.WORLD_POINTS
 
-# The contract's variable naming the service that answers at each world point.
+# The contract's variables naming the service that answers at each world point (the
+# tools by one transport or the other, world_links.ENV).
 WORLD_VARIABLES = {
-    MODEL_ANSWERED: "OPENAI_BASE_URL",
-    TOOL_EFFECT: "CRASHCERT_TOOLS_URL",
-    REPLY_ACCEPTED: "CRASHCERT_REPLY_URL",
+    MODEL_ANSWERED: ("OPENAI_BASE_URL",),
+    TOOL_EFFECT: ("CRASHCERT_TOOLS_URL", "CRASHCERT_TOOLS_MCP_URL"),
+    REPLY_ACCEPTED: ("CRASHCERT_REPLY_URL",),
 }
 
 HitPolicy = Callable[[history.BoundaryHit], None]
@@ -202,8 +203,8 @@ class WorldTrigger:
             return None
         found = []
         for worker in self._launcher.workers.alive():
-            given = self._launcher.world_url(worker.worker_id, WORLD_VARIABLES[point])
-            ports = {port, _port(given) if given else None} - {None}
+            given = [self._launcher.world_url(worker.worker_id, v) for v in WORLD_VARIABLES[point]]
+            ports = {port, *(_port(url) for url in given if url)} - {None}
             if any(_connected(worker.pid, each) for each in ports if each is not None):
                 found.append(worker)
         return found[0] if len(found) == 1 else None

@@ -15,8 +15,15 @@ from collections.abc import Iterable, Mapping
 from harness.faults import spec
 from harness.lab import proxy as proxy_module
 
-# The variable of the engine contract (CONTRACT section 1) that names each service.
-ENV = {"model": "OPENAI_BASE_URL", "tools": "CRASHCERT_TOOLS_URL", "sink": "CRASHCERT_REPLY_URL"}
+# The variables of the engine contract (CONTRACT section 1) that name each service. The
+# tools have two transports and a world gives one (CRASHCERT_TOOLS_MCP_URL for a scenario
+# with `tools_transport: mcp`): whichever it gives goes through the proxy, which relays
+# TCP and so carries MCP's Streamable HTTP as it carries plain HTTP.
+ENV = {
+    "model": ("OPENAI_BASE_URL",),
+    "tools": ("CRASHCERT_TOOLS_URL", "CRASHCERT_TOOLS_MCP_URL"),
+    "sink": ("CRASHCERT_REPLY_URL",),
+}
 
 
 def services(plan: Iterable[spec.FaultStep]) -> frozenset[str]:
@@ -65,7 +72,10 @@ class WorldLinks:
         proxy (made on first use; a restart under the same id reuses it)."""
         env: dict[str, str] = {}
         for service in self._services:
-            url = self._world_env[ENV[service]]
+            variable = next((name for name in ENV[service] if name in self._world_env), None)
+            if variable is None:
+                continue  # the world does not serve it (no tools): nothing to cut
+            url = self._world_env[variable]
             made = self._proxies.get((worker_id, service))
             if made is None:
                 parts = urllib.parse.urlsplit(url)
@@ -74,7 +84,7 @@ class WorldLinks:
                     upstream=f"{parts.hostname}:{parts.port}",
                 )
                 self._proxies[(worker_id, service)] = made
-            env[ENV[service]] = through(url, made.listen_host, made.listen_port)
+            env[variable] = through(url, made.listen_host, made.listen_port)
         return env
 
     def proxy(self, worker_id: str | None, service: str) -> proxy_module.Proxy | None:

@@ -80,11 +80,11 @@ def test_the_model_url_keeps_its_path() -> None:
     )
 
 
-def _launcher(links: Any) -> launcher_module.Launcher:
+def _launcher(links: Any, world: dict[str, str] = WORLD) -> launcher_module.Launcher:
     engine: Any = types.SimpleNamespace(worker_env=dict, lease_ms=300)
     return launcher_module.Launcher(
         engine,
-        world_env=WORLD,
+        world_env=world,
         control_path=None,
         dsn_for_worker=lambda worker_id: "postgresql://127.0.0.1/x",
         log_dir=None,  # type: ignore[arg-type]
@@ -127,3 +127,18 @@ def test_a_black_box_worker_behind_its_proxy_is_found_by_the_proxy_port() -> Non
             assert trigger._client(world_trigger.TOOL_EFFECT) is us
             given.clear()  # a direct link: the worker is not connected to the service
             assert trigger._client(world_trigger.TOOL_EFFECT) is None
+
+
+def test_mcp_tools_go_through_the_tools_proxy() -> None:
+    """A world that serves its tools over MCP names them by CRASHCERT_TOOLS_MCP_URL alone:
+    tool_cut proxies that URL (path kept), and a black box's worker is found by it."""
+    world = {key: url for key, url in WORLD.items() if key != "CRASHCERT_TOOLS_URL"}
+    world["CRASHCERT_TOOLS_MCP_URL"] = "http://127.0.0.1:4004/mcp"
+    client: Any = FakeToxiproxy()
+    links = world_links.for_plan(client, world, steps("tool_cut@tool.started#1"), prefix="m")
+    assert links is not None
+    assert links.env_for("x-w1") == {"CRASHCERT_TOOLS_MCP_URL": "http://127.0.0.1:5000/mcp"}
+    assert [made.upstream for made in client.made] == ["127.0.0.1:4004"]
+    assert "CRASHCERT_TOOLS_URL" not in _launcher(links, world).environment("x-w1")
+    variables = world_trigger.WORLD_VARIABLES[world_trigger.TOOL_EFFECT]
+    assert "CRASHCERT_TOOLS_MCP_URL" in variables
