@@ -127,6 +127,16 @@ CASES = (
         ("run.liveness",),
         says="hung: not terminal at the end",
     ),
+    # Tools over MCP: killed once the refund's effect is applied (the world's hook, reached
+    # through the MCP server), the recovering worker resends it to the key-honouring
+    # service without the _meta that carries the key: a second refund.
+    Case(
+        "mcp_drops_meta_key",
+        "refund_mcp",
+        ("kill@world:tool.effect#2",),
+        ("tool.at_most_once", "tool.same_key", "tool.unknown_outcome"),
+        says="2 effects in the world",
+    ),
 )
 
 
