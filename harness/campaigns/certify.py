@@ -27,6 +27,7 @@ from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import plan as plan_module
+from harness.faults import spec as fault_spec
 from harness.lab import shared
 from harness.report import summary, terminal
 from harness.scenario import schema
@@ -79,7 +80,8 @@ class CertTrial(Counted):
 
     @property
     def fault_class(self) -> str:
-        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time of its first fault."""
+        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time / ACTION@run (a
+        per-run fault, submit_twice) of its first fault."""
         plan = self.outcome.spec.plan
         if not plan:
             return "baseline"
@@ -88,6 +90,8 @@ class CertTrial(Counted):
             where = "world"
         elif boundaries.time_point_seconds(point) is not None:
             where = TIME
+        elif point == fault_spec.RUN_POINT:
+            where = fault_spec.RUN_POINT
         else:
             where = "boundary"
         return f"{plan[0].action}@{where}"
