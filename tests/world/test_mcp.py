@@ -16,6 +16,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'cr
 import mcp
 from mcp.client import streamable_http
 
+from harness import errors
 from harness.lab import processes
 from harness.scenario import schema
 from harness.world import hooks as hooks_module
@@ -248,3 +249,17 @@ def test_a_hung_call_ends_with_the_world_and_leaves_no_thread() -> None:
     assert [(r.status_code, r.outcome) for r in world.snapshot().tool_requests()] == [(0, "hung")]
     assert world.snapshot().tool_effects() == []
     assert {thread.ident for thread in threading.enumerate()} <= before
+
+
+def test_http_is_the_default_and_an_unknown_transport_is_refused(
+    make_world: fix_world.MakeWorld,
+) -> None:
+    world = make_world(_scenario("http", refund={}))
+    raw = _scenario("http", refund={})
+    del raw["tools_transport"]
+
+    assert schema.parse(raw, source="t").tools_transport == "http"
+    assert world.tools_mcp is None and world.tools_endpoint == world.tools_url
+    assert "CRASHCERT_TOOLS_MCP_URL" not in world.env()
+    with pytest.raises(errors.CrashcertError, match="tools_transport"):
+        schema.parse(_scenario("grpc", refund={}), source="t")
