@@ -27,17 +27,17 @@ from psycopg.rows import dict_row
 import crashcert_probe as probe
 
 
-def checkpointer(hardened: bool, owner: str) -> PostgresSaver:
+def checkpointer(hardened: bool) -> PostgresSaver:
     conn = psycopg.connect(
         os.environ["DATABASE_URL"], autocommit=True, prepare_threshold=0,
         row_factory=dict_row, options=store.OPTIONS,
     )  # fmt: skip
     if hardened:
-        return reporting_saver.ReportingPostgresSaver(conn, owner=owner)
+        return reporting_saver.ReportingPostgresSaver(conn)
     return PostgresSaver(conn)
 
 
-def build(hardened: bool, owner: str) -> Any:
+def build(hardened: bool) -> Any:
     declarations = world_tools.declarations()
     tools = [world_tools.make_tool(d) for d in declarations.values()]
     model = ChatOpenAI(
@@ -64,7 +64,7 @@ def build(hardened: bool, owner: str) -> Any:
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, ["tools", END])
     graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=checkpointer(hardened, owner))
+    return graph.compile(checkpointer=checkpointer(hardened))
 
 
 def _usage(message: AIMessage) -> dict[str, int]:
@@ -85,16 +85,18 @@ def report(
         {"turn": turn, "state": "recorded", "usage": _usage(m)} for turn, m in enumerate(answers)
     ]
     if hardened:
-        tool_calls = store.tool_calls(run_key)
+        turns = {call["id"]: turn for turn, m in enumerate(answers) for call in m.tool_calls}
+        tool_calls = [
+            {**call, "turn": turns.get(call["id"], len(answers) - 1)}
+            for call in store.tool_calls(run_key)
+        ]
         iterations = max(store.model_attempts(run_key), len(answers))
     else:
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        tool_calls = [
-            {"id": call["id"], "name": call["name"], "turn": turn,
-             "state": "succeeded" if call["id"] in answered else "started"}
-            for turn, m in enumerate(answers) for call in m.tool_calls
-        ]  # fmt: skip
+        # No key is sent, so none can be reported (the contract's tool_calls need one):
+        # the report lists no calls and counts the answered ones.
+        tool_calls = []
         iterations = len(answers)
+    tool_count = len(tool_calls) if hardened else sum(isinstance(m, ToolMessage) for m in messages)
     tokens = sum(call["usage"]["total_tokens"] for call in model_calls)
     return {
         "v": 1,
@@ -106,7 +108,7 @@ def report(
         "tool_calls": tool_calls,
         "budget": {
             "iterations": {"used": iterations, "limit": budgets["iterations"]},
-            "tool_calls": {"used": len(tool_calls), "limit": budgets["tool_calls"]},
+            "tool_calls": {"used": tool_count, "limit": budgets["tool_calls"]},
             "tokens": {"used": tokens, "limit": budgets["tokens"]},
         },
     }

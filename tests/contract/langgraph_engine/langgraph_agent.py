@@ -120,8 +120,10 @@ def keep_lease(run_key: str, owner: str, done: threading.Event) -> None:
 def worker() -> None:
     import agent_graph
 
-    owner = os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}"
-    graph = None
+    store.OWNER = os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}"
+    owner = store.OWNER
+    # Built before any claim: a lease must not lapse while the graph is being built.
+    graph = agent_graph.build(HARDENED)
     idle = threading.Event()
     while True:
         claimed = store.claim(owner)
@@ -129,13 +131,12 @@ def worker() -> None:
             idle.wait(0.05)
             continue
         run_key, run_input, attempt = claimed
-        if HARDENED:
-            probe.report("run.claimed", run_key, attempt=attempt)
-        graph = graph or agent_graph.build(HARDENED, owner)
         done = threading.Event()
         renewer = threading.Thread(target=keep_lease, args=(run_key, owner, done), daemon=True)
         renewer.start()
         try:
+            if HARDENED:
+                probe.report("run.claimed", run_key, attempt=attempt)
             run(graph, run_key, run_input, owner)
         except Exception as error:  # a lost lease or a broken call: the lease lapses, retried
             print(f"run {run_key} attempt {attempt}: {error!r}", file=sys.stderr, flush=True)

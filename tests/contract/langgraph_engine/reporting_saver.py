@@ -32,10 +32,6 @@ from langgraph.checkpoint.postgres import PostgresSaver
 import crashcert_probe as probe
 
 
-class LeaseLost(RuntimeError):
-    """The run's lease passed to another worker: this one must not commit for it."""
-
-
 def boundary_of(writes: Sequence[tuple[str, Any]]) -> tuple[str | None, dict[str, Any]]:
     """The boundary that saving these task writes makes durable, with its detail."""
     for channel, value in writes:
@@ -55,9 +51,8 @@ def boundary_of(writes: Sequence[tuple[str, Any]]) -> tuple[str | None, dict[str
 
 
 class ReportingPostgresSaver(PostgresSaver):
-    def __init__(self, conn: Any, *, owner: str, **kwargs: Any) -> None:
+    def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
-        self.owner = owner
         # put and put_writes run on LangGraph's background threads; one transaction at a time.
         self._transaction_lock = threading.Lock()
 
@@ -65,11 +60,7 @@ class ReportingPostgresSaver(PostgresSaver):
     def _fenced(self, run_key: str, boundary: str | None, detail: dict[str, Any]) -> Iterator[None]:
         with self._transaction_lock:
             with self.conn.transaction():
-                held = self.conn.execute(
-                    store.sql("fence"), {"run_key": run_key, "owner": self.owner}
-                ).fetchone()
-                if held is None:
-                    raise LeaseLost(f"run {run_key}: lease lost by {self.owner}")
+                store.fence(self.conn, run_key)
                 yield
                 if boundary is not None:
                     probe.report(boundary + probe.BEFORE_COMMIT, run_key, **detail)

@@ -32,6 +32,20 @@ def sql(name: str) -> str:
     return dict(zip(sections[1::2], sections[2::2], strict=True))[name].strip()
 
 
+class LeaseLost(RuntimeError):
+    """The run's lease passed to another worker: this one must not commit for it."""
+
+
+# This worker's id (langgraph_agent.worker sets it): the owner every fenced commit checks.
+OWNER = os.environ.get("CRASHCERT_WORKER_ID", "")
+
+
+def fence(db: psycopg.Connection[Any], run_key: str) -> None:
+    """In a writing transaction: hold the run's lease row, or raise LeaseLost."""
+    if db.execute(sql("fence"), {"run_key": run_key, "owner": OWNER}).fetchone() is None:
+        raise LeaseLost(f"run {run_key}: lease lost by {OWNER}")
+
+
 def connect(*, autocommit: bool = True) -> psycopg.Connection[Any]:
     return psycopg.connect(os.environ["DATABASE_URL"], autocommit=autocommit, options=OPTIONS)
 
@@ -46,9 +60,10 @@ def execute(name: str, **params: Any) -> list[tuple[Any, ...]]:
 def committed(
     boundary: str | None, run_key: str, **detail: Any
 ) -> Iterator[psycopg.Connection[Any]]:
-    """A transaction whose COMMIT makes `boundary` durable: reported around the COMMIT
-    (`:before_commit` first), nothing reported when `boundary` is None."""
+    """A transaction, fenced by the run's lease, whose COMMIT makes `boundary` durable:
+    reported around the COMMIT (`:before_commit` first), nothing when `boundary` is None."""
     with connect(autocommit=False) as db:
+        fence(db, run_key)
         yield db
         if boundary is None:
             db.commit()
