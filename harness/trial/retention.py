@@ -22,7 +22,7 @@ import pathlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from harness import errors
 from harness.contract import run_report
@@ -33,6 +33,8 @@ from harness.trial import history, resubmit
 from harness.trial import recorder as recorder_module
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The world key of the new request: the run key with this suffix.
 REUSED_SUFFIX = "-reused"
@@ -140,9 +142,10 @@ class Retention:
         )
         requested = self._recorder.tick()
         try:
-            run_id = str(self._engine.submit(self._dsn, new_input))
+            # a submit that failed (Postgres down on purpose) is sent again: it is idempotent
+            run_id = str(self.retrying(lambda: self._engine.submit(self._dsn, new_input)))
         except errors.CrashcertError as error:
-            self._record(action, requested, ok=False, note=f"submit refused: {error}")
+            self._record(action, requested, ok=False, note=f"submit failed: {error}")
             return False
         self._record(action, requested, ok=True, run_id=run_id, world_key=world_key)
         if run_id != trial.run_id:  # the purged run has no report left to wait for
@@ -155,6 +158,17 @@ class Retention:
                 poll_s=self._poll_s,
             )
         return True
+
+    def retrying(self, call: Callable[[], T]) -> T:
+        """`call` until it succeeds, a lease apart, until the deadline (its last error)."""
+        while True:
+            try:
+                return call()
+            except errors.CrashcertError as error:
+                if time.monotonic() >= self._deadline:
+                    raise
+                log.info("not yet (asking again): %s", error)
+                threading.Event().wait(RETRY_LEASES * self._engine.lease_ms / 1000.0)
 
     def _record(
         self,

@@ -328,8 +328,6 @@ def _after_finish_actions(
     wanted = retention.wanted(spec.scenario)
     if not wanted or trial.finished_at is None or trial.run_id is None:
         return False
-    trial.reports.append(engine.report(dsn, trial.run_id))
-    trial.engine_tables = engine.export(dsn, trial.run_id)
     slack = LEASES_OF_SLACK * engine.lease_ms / 1000.0
     after = retention.Retention(
         engine,
@@ -343,6 +341,9 @@ def _after_finish_actions(
         deadline=time.monotonic() + spec.scenario.deadline_s + slack,
         poll_s=REPORT_POLL_S,
     )
+    run_id = trial.run_id
+    trial.reports.append(after.retrying(lambda: engine.report(dsn, run_id)))
+    trial.engine_tables = after.retrying(lambda: engine.export(dsn, run_id))
     after.run()
     return after.purged
 
