@@ -191,7 +191,8 @@ class WorldTrigger:
         if not http.lose_response(fate):  # not served by the world's HTTP server
             self._record(step, hit, ok=False, note="this response cannot be lost here")
             return
-        self._record(step, hit, ok=True, note=note)  # the server loses it once we return
+        # In the lane of the worker whose answer it was (the timeline draws it there).
+        self._record(step, hit, ok=True, note=note, worker_id=hit.worker_id)
 
     def _client(self, point: str) -> Any | None:
         """The live worker with a TCP connection to the service answering at `point` (the
@@ -230,12 +231,23 @@ class WorldTrigger:
         self._launcher.start()  # the pool is empty: a fresh worker, as a supervisor would
 
     def _record(
-        self, step: spec.FaultStep, hit: history.BoundaryHit, *, ok: bool, note: str
+        self,
+        step: spec.FaultStep,
+        hit: history.BoundaryHit,
+        *,
+        ok: bool,
+        note: str,
+        worker_id: str | None = None,
     ) -> None:
         struck_at = spec.PointRef(point=hit.point, occurrence=hit.occurrence)
         self._recorder.append(
             history.FaultApplied(
-                action=step.action, planned=step, struck_at=struck_at, ok=ok, note=note
+                action=step.action,
+                planned=step,
+                struck_at=struck_at,
+                ok=ok,
+                note=note,
+                worker_id=worker_id,
             )
         )
 
