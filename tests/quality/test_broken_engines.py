@@ -45,6 +45,9 @@ class Case:
     faults: tuple[str, ...]
     catches: tuple[str, ...]  # invariant ids that must FAIL for the broken engine
     says: str = ""  # ... and what the first of them must say
+    # The engine that must PASS the same trial: the reference engine, or its description
+    # in a mode the broken variant shares (streaming).
+    reference: str = "reference"
 
     @property
     def description(self) -> pathlib.Path:
@@ -137,6 +140,26 @@ CASES = (
         ("tool.at_most_once", "tool.same_key", "tool.unknown_outcome"),
         says="2 effects in the world",
     ),
+    # The refund's effect is applied, its response lost (connection reset; no kill): the
+    # worker sends the refund again under a fresh key, and the key-honouring payment
+    # service applies it a second time.
+    Case(
+        "fresh_key_on_lost_response",
+        "refund",
+        ("response_lost@world:tool.effect#2",),
+        ("tool.at_most_once", "tool.same_key"),
+        says="2 effects in the world",
+    ),
+    # The first answer's stream ends after the first tool call (4 of its 9 chunks): the
+    # worker acts on that call alone, as if the model had decided nothing else.
+    Case(
+        "acts_on_truncated_stream",
+        "parallel_tools",
+        ("stream_cut@world:model.answered#1?after_chunks=4",),
+        ("transcript.intact",),
+        says="are not the scripted",
+        reference="reference_engine/engine_stream.yaml",
+    ),
 )
 
 
@@ -181,9 +204,12 @@ def trials(base_lab: shared.Lab, tmp_path_factory: pytest.TempPathFactory) -> It
     for case in CASES:
         broken = lab_for(base_lab, commands.load(case.description))
         ref = str(case.description.relative_to(REPO))
+        reference = base_lab
+        if case.reference != "reference":
+            reference = lab_for(base_lab, commands.load(REPO / case.reference))
         jobs = {
             BROKEN: (broken, spec_for(case, engine_ref=ref)),
-            REFERENCE: (base_lab, spec_for(case, engine_ref="reference")),
+            REFERENCE: (reference, spec_for(case, engine_ref=case.reference)),
             CLEAN: (broken, spec_for(case, engine_ref=ref, faults=False)),
         }
         for kind, (lab, spec) in jobs.items():
