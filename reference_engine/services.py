@@ -213,14 +213,22 @@ class Services:
     # -- reply sink ----------------------------------------------------------------------
 
     def send_reply(self, run_id: str, content: str, key: str) -> str:
-        """POST /replies once: `sent`, `not_sent` (never left) or `unknown`."""
+        """POST /replies: `sent`, `not_sent` (never left) or `unknown`. A refused
+        connection is tried again (nothing left, so nothing can arrive twice): a sink
+        that cannot be asked by key would otherwise end the run delivery_uncertain for a
+        reply known never to have left (sink_cut). Anything that may have left is sent once."""
         body = json.dumps({"run_id": run_id, "content": content}).encode()
-        try:
-            response = self._post(f"{self.reply_url}/replies", body, key)
-        except NotSent:
+        for delay in [0.0, *self.backoff.delays()]:
+            self._sleep(delay)
+            try:
+                response = self._post(f"{self.reply_url}/replies", body, key)
+            except NotSent:
+                continue
+            except NoAnswer:
+                return "unknown"
+            break
+        else:
             return "not_sent"
-        except NoAnswer:
-            return "unknown"
         if 200 <= response.status_code < 300:
             return "sent"
         if response.status_code in (400, 422):

@@ -302,6 +302,10 @@ class Worker:
         except errors.ModelAnswerLost as error:
             logger.info("run %s: model answer lost, asking again: %s", lease.run_id, error)
             self.runs.lose_model_call(lease, call_id=call_id, error=str(error))
+            # Each new call costs an iteration (the lost one may have been billed): asked
+            # again at once, a link that resets every connection for a moment (model_cut)
+            # would spend the whole budget in a few milliseconds. Wait out the outage.
+            self.stopping.wait(self.settings.max_backoff_ms / 1000.0)
             return
         except errors.ModelUnavailable as error:
             status = self.runs.fail_model_call(
