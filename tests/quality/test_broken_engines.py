@@ -160,6 +160,15 @@ CASES = (
         says="are not the scripted",
         reference="reference_engine/engine_stream.yaml",
     ),
+    # The tools link is down for a moment as the lookup starts (refused, so nothing left):
+    # this variant fails the run instead of sending the same request again once it heals.
+    Case(
+        "fail_on_unreachable_tool",
+        "refund",
+        ("tool_cut@tool.started#1",),
+        ("run.liveness",),
+        says="tool service unreachable",
+    ),
 )
 
 
