@@ -94,3 +94,9 @@ def test_a_campaign_without_the_library_is_refused_up_front(
 
 def test_a_campaign_names_the_library_it_found(library: str) -> None:
     assert faketime.require(["clock_skew"]) == f"clock_skew: libfaketime {library}"
+
+
+def test_the_gil_handoff_is_left_alone() -> None:
+    """libfaketime's pthread_cond_timedwait "monotonic fix" slows every timed handoff of the
+    GIL (a heartbeat thread then misses its lease): it is turned off."""
+    assert faketime.environment("lib.so", "offset")["FAKETIME_FORCE_MONOTONIC_FIX"] == "0"
