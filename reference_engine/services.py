@@ -178,6 +178,9 @@ class Services:
                 last_error = f"{response.status_code}: {_message(body)}"
                 maybe_applied = True
             # the request may have been applied
+            if replayable and self._redeployed(name, declaration):
+                # never replayed under a new version (CONTRACT.md section 2, tool.started)
+                replayable = False
             if replayable:
                 continue
             if queryable:
@@ -191,6 +194,15 @@ class Services:
         if maybe_applied:
             return ToolResult("outcome_unknown", {"error": f"gave up: {last_error}"})
         return ToolResult("failed", {"error": f"not applied after retries: {last_error}"})
+
+    def _redeployed(self, name: str, declaration: dict[str, Any]) -> bool:
+        """Whether the tool's fingerprint changed since the call was started with
+        `declaration` (a listing that cannot be read counts as changed)."""
+        try:
+            current = self.declarations().get(name)
+        except (errors.ServiceUnavailable, errors.WorldError):
+            return True
+        return current is None or current.get("fingerprint") != declaration.get("fingerprint")
 
     def query_effect(self, name: str, key: str) -> ToolResult | None:
         """GET effects/{key}: succeeded (applied), failed (not applied) or None (cannot tell)."""

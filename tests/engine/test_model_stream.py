@@ -4,7 +4,10 @@ call, retried, never an answer."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
+import yaml
 
 from harness.world import hooks as hooks_module
 from harness.world import http
@@ -72,3 +75,16 @@ def test_what_never_left_is_retried_in_place() -> None:
     )
     with pytest.raises(errors.ModelUnavailable, match="after 2 tries"):
         client.complete(MESSAGES, [])
+
+
+def test_the_streaming_description_is_the_reference_one_plus_streaming() -> None:
+    """engine_stream.yaml is a copy of engine.yaml with one setting more: a command added to
+    one (a scenario's purge, say) and not the other shows here, not as a campaign's
+    INCONCLUSIVE."""
+    here = pathlib.Path(model_client.__file__).parent
+    plain = yaml.safe_load((here / "engine.yaml").read_text())
+    streaming = yaml.safe_load((here / "engine_stream.yaml").read_text())
+    assert streaming.pop("env") == {**plain.pop("env"), "CRASHCERT_STREAM": "1"}
+    for key in ("name", "description"):
+        del plain[key], streaming[key]
+    assert streaming == plain
