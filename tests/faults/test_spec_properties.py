@@ -41,6 +41,11 @@ PARAM_VALUES = {
     "milliseconds": st.integers(min_value=1, max_value=spec.MAX_FAULT_LATENCY_MS),
     "point": point_refs,
     "count": st.integers(min_value=0, max_value=spec.MAX_CHUNKS),
+    # a clock shift either way, never 0 (no shift is no fault)
+    "signed_seconds": st.one_of(
+        st.integers(min_value=-spec.MAX_CLOCK_SKEW_S, max_value=spec.MAX_CLOCK_SKEW_S),
+        st.floats(min_value=-spec.MAX_CLOCK_SKEW_S, max_value=spec.MAX_CLOCK_SKEW_S),
+    ).filter(lambda offset: offset != 0),
 }
 
 
@@ -66,6 +71,8 @@ def steps(draw: st.DrawFn) -> spec.FaultStep:
     names = [name for name in spec.PARAMS if name != "heal_at" or fault.healed]
     chosen = draw(st.lists(st.sampled_from(names), unique=True))
     params = {name: draw(param_values(spec.PARAMS[name])) for name in chosen}
+    if action in spec.LINKS and params.get("reset_peer"):
+        params.pop("latency_ms", None)  # a link is cut, slowed or reset: one at a time
     occurrence = draw(st.integers(min_value=1, max_value=10**9))
     return spec.FaultStep(action=action, point=point, occurrence=occurrence, params=params)
 
