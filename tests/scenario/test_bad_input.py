@@ -355,7 +355,10 @@ def test_a_nul_in_scripted_text_is_refused(tmp_path, change, field):
         ("latency@tools.pending#1?latency_ms=1e17", "latency_ms=1e17: expected whole milliseconds"),
         ("latency@tools.pending#1?latency_ms=0", "latency_ms=0: expected whole milliseconds"),
         ("kill@tools.pending#1?same_worker_id=yes", "same_worker_id=yes: expected true or false"),
-        ("kill@tools.pending#1?bogus=1", "unknown param 'bogus'; known: after_chunks, heal_after_s, heal_at, latency_ms"),
+        (
+            "kill@tools.pending#1?bogus=1",
+            "unknown param 'bogus'; known: after_chunks, heal_after_s, heal_at, latency_ms",
+        ),
         (
             "db_cut@tools.pending#1?heal_after_s=1&heal_after_s=2",
             "param 'heal_after_s' given twice",
