@@ -332,15 +332,6 @@ def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verd
     return [trial.verdict(invariant) for trial in cert.in_class(name)]
 
 
-def first_problem(cert: Certification, invariant: str) -> str:
-    for wanted in (v for v in verdict_module.SEVERITY if v is not Verdict.PASS):
-        for trial in cert.trials:
-            result = trial.result(invariant)
-            if result is not None and result.verdict is wanted:
-                return f"{trial.scenario} {trial.label}: {result.summary}"
-    return ""
-
-
 def print_certification(cert: Certification, *, console: rich.console.Console) -> None:
     table = rich.table.Table(
         title=f"{cert.engine}: invariant x fault class (trials per verdict: P pass, F fail, "
@@ -422,7 +413,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
                     name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
                     for name in cert.fault_classes
                 },
-                "first_problem": first_problem(cert, invariant),
+                "first_problem": certify_table.first_problem(cert, invariant),
             }
             for invariant in cert.invariants
         },

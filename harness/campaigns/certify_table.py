@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.checkers import verdict as verdict_module
 
-if TYPE_CHECKING:
-    from harness.campaigns import certify
+# A certification is a harness.campaigns.certify.Certification, typed Any here: certify
+# imports this module, and the harness keeps no import cycle, not even for type checking.
+Certification = Any
 
 HEADER = (
     "| framework | version | variant | mode | level | invariants not held, and why "
@@ -48,21 +49,29 @@ def _cell(text: str) -> str:
     return text if len(text) <= WHY_CHARS else text[: WHY_CHARS - 1] + "…"
 
 
-def _why(cert: certify.Certification) -> str:
-    from harness.campaigns import certify
+def first_problem(cert: Certification, invariant: str) -> str:
+    """The first trial's summary for the worst verdict other than PASS, or ""."""
+    for wanted in (v for v in verdict_module.SEVERITY if v is not verdict_module.Verdict.PASS):
+        for trial in cert.trials:
+            result = trial.result(invariant)
+            if result is not None and result.verdict is wanted:
+                return f"{trial.scenario} {trial.label}: {result.summary}"
+    return ""
 
+
+def _why(cert: Certification) -> str:
     parts = []
     for invariant in cert.invariants:
         verdict = cert.verdict_of(invariant)
         if verdict is not verdict_module.Verdict.PASS:
-            problem = certify.first_problem(cert, invariant)
+            problem = first_problem(cert, invariant)
             parts.append(
                 f"`{invariant}` {verdict.value}" + (f": {_cell(problem)}" if problem else "")
             )
     return "; ".join(parts) or "-"
 
 
-def rows(cert: certify.Certification) -> list[str]:
+def rows(cert: Certification) -> list[str]:
     """One row per mode: a mode's level is granted by that mode's trials alone."""
     framework = cert.framework or "-"
     version = cert.framework_version or "-"

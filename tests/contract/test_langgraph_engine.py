@@ -20,7 +20,7 @@ pytest.importorskip(
 pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres missing")
 pytest.importorskip("langchain_openai", reason="langchain-openai missing")
 
-from harness.campaigns import certify
+from harness.campaigns import certify, certify_table
 from harness.contract.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
@@ -68,10 +68,10 @@ def test_naive_langgraph_is_caught_as_a_black_box(naive: certify.Certification) 
     # Resumed from the checkpoint before the tool node finished, ToolNode calls the refund
     # again, with no key to tell the service it is a repeat.
     assert naive.verdict_of("tool.at_most_once").value == "FAIL", report
-    assert "refund_order" in certify.first_problem(naive, "tool.at_most_once")
+    assert "refund_order" in certify_table.first_problem(naive, "tool.at_most_once")
     # A plain LangChain tool sends no idempotency key at all.
     assert naive.verdict_of("tool.same_key").value == "FAIL", report
-    assert "no idempotency key" in certify.first_problem(naive, "tool.same_key")
+    assert "no idempotency key" in certify_table.first_problem(naive, "tool.same_key")
     # Killed after the sink took the reply, the worker posts it again on resume.
     assert naive.verdict_of("reply.single_delivery").value == "FAIL", report
     assert naive.level.value == "AT-LEAST-ONCE", report

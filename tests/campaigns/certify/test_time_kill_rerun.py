@@ -35,6 +35,7 @@ def _struck_history() -> history.TrialHistory:
         hooks=hooks.WorldHooks(),
         model_url="http://127.0.0.1:1/v1",
         tools_url="http://127.0.0.1:2",
+        tools_endpoint="http://127.0.0.1:2",
         reply_url="http://127.0.0.1:3",
     )
     launcher = _Launcher()
