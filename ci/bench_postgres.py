@@ -49,8 +49,10 @@ def _clone_times(server: embedded.EmbeddedServer, template: str, count: int) -> 
 
 
 def _ms(values: list[float]) -> str:
-    return (f"median {statistics.median(values) * 1000:7.1f} ms  "
-            f"min {min(values) * 1000:7.1f}  max {max(values) * 1000:7.1f}  (n={len(values)})")
+    return (
+        f"median {statistics.median(values) * 1000:7.1f} ms  "
+        f"min {min(values) * 1000:7.1f}  max {max(values) * 1000:7.1f}  (n={len(values)})"
+    )
 
 
 def main() -> None:

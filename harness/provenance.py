@@ -32,7 +32,11 @@ def git_revision() -> str | None:
     try:
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"],
-            cwd=root, capture_output=True, text=True, check=False, timeout=GIT_TIMEOUT_S,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GIT_TIMEOUT_S,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -123,9 +123,7 @@ class Case:
             engine_ref=self.case_id.engine,
         )
         if key not in self.session.baselines:
-            self.session.baselines[key] = runner.run_trial(
-                lab, base, out_dir=self.session.out
-            )
+            self.session.baselines[key] = runner.run_trial(lab, base, out_dir=self.session.out)
         baseline = self.session.baselines[key]
         occurrences = [
             (point, n)

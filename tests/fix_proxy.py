@@ -109,8 +109,14 @@ def as_another_user(
 ) -> tuple[int, proxy.Json]:
     """One request to the admin API from another process, as another user where possible:
     (its uid, the JSON answer)."""
-    argv = [*another_user_argv(), "-c", _REQUEST, method, client.api_url + path,
-            "" if body is None else json.dumps(body)]
+    argv = [
+        *another_user_argv(),
+        "-c",
+        _REQUEST,
+        method,
+        client.api_url + path,
+        "" if body is None else json.dumps(body),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True, cwd="/")
     uid, _, text = done.stdout.partition("\n")
     return int(uid), json.loads(text) if text.strip() else None

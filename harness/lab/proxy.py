@@ -29,8 +29,16 @@ DEFAULT_TIMEOUT_S = 5.0
 LOOPBACK = "127.0.0.1"
 STREAMS = ("downstream", "upstream")
 # Toxic types of Toxiproxy v2.12 (https://github.com/Shopify/toxiproxy#toxics).
-TOXIC_TYPES = ("latency", "down", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer",
-               "limit_data")
+TOXIC_TYPES = (
+    "latency",
+    "down",
+    "bandwidth",
+    "slow_close",
+    "timeout",
+    "reset_peer",
+    "slicer",
+    "limit_data",
+)
 
 HTTP_NOT_FOUND = 404
 
@@ -168,12 +176,19 @@ class Toxiproxy:
         self._request("POST", "/reset")
 
     def _request(
-        self, method: str, path: str, body: Json = None, *, raw: bool = False,
+        self,
+        method: str,
+        path: str,
+        body: Json = None,
+        *,
+        raw: bool = False,
         missing_ok: bool = False,
     ) -> Json:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            self.api_url + path, data=data, method=method,
+            self.api_url + path,
+            data=data,
+            method=method,
             headers={"Content-Type": "application/json"} if data is not None else {},
         )
         try:
@@ -250,7 +265,10 @@ class Proxy:
             raise errors.CrashcertError(f"toxic stream must be one of {STREAMS}, not {stream!r}")
         toxic_name = name or f"{type}_{stream}"
         body = {
-            "name": toxic_name, "type": type, "stream": stream, "toxicity": toxicity,
+            "name": toxic_name,
+            "type": type,
+            "stream": stream,
+            "toxicity": toxicity,
             "attributes": dict(attributes or {}),
         }
         self._client._request("POST", f"/proxies/{self.name}/toxics", body)

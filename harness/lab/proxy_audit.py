@@ -27,9 +27,7 @@ log = logging.getLogger(__name__)
 PREFIX = "toxiproxy: "
 
 
-def audit_trial(
-    client: proxy.Toxiproxy, own: Iterable[proxy.Proxy], *, since: float
-) -> list[str]:
+def audit_trial(client: proxy.Toxiproxy, own: Iterable[proxy.Proxy], *, since: float) -> list[str]:
     """Findings at a trial's end, after the nemesis healed: its proxies must be as made,
     enabled as the harness left them, with no toxic; and there must be no foreign proxy.
 
@@ -98,19 +96,25 @@ def _judge(made: proxy.Proxy, listing: dict[str, proxy.Json], *, healed: bool) -
     found = []
     if info["listen"] != made.listen:
         where = "" if proxy.listens_on_loopback(info["listen"]) else " beyond loopback"
-        found.append(f"proxy {name!r} now listens on {info['listen']}{where} "
-                     f"(made on {made.listen})")
+        found.append(
+            f"proxy {name!r} now listens on {info['listen']}{where} (made on {made.listen})"
+        )
     if info["upstream"] != made.upstream:
-        found.append(f"proxy {name!r} now forwards to {info['upstream']} "
-                     f"(made for {made.upstream})")
+        found.append(
+            f"proxy {name!r} now forwards to {info['upstream']} (made for {made.upstream})"
+        )
     if bool(info.get("enabled")) != made.enabled:
-        found.append(f"proxy {name!r} is {_state(bool(info.get('enabled')))} "
-                     f"(the harness left it {_state(made.enabled)})")
+        found.append(
+            f"proxy {name!r} is {_state(bool(info.get('enabled')))} "
+            f"(the harness left it {_state(made.enabled)})"
+        )
     for toxic in info.get("toxics") or []:
         toxic_name = toxic.get("name")
         if toxic_name not in made.toxic_names:
-            found.append(f"toxic {toxic_name!r} ({toxic.get('type')}) on proxy {name!r} "
-                         "not added by this harness")
+            found.append(
+                f"toxic {toxic_name!r} ({toxic.get('type')}) on proxy {name!r} "
+                "not added by this harness"
+            )
         elif healed:
             found.append(f"toxic {toxic_name!r} on proxy {name!r} still there after the heal")
     return found
@@ -129,8 +133,10 @@ def _remove_foreign(
             continue
         listen = str(info.get("listen"))
         where = "" if proxy.listens_on_loopback(listen) else " beyond loopback"
-        line = (f"unexpected proxy {name!r} listening on {listen}{where} (not made by this "
-                f"lab) forwarding to {info.get('upstream')}")
+        line = (
+            f"unexpected proxy {name!r} listening on {listen}{where} (not made by this "
+            f"lab) forwarding to {info.get('upstream')}"
+        )
         try:
             client.delete(name)
         except errors.CrashcertError as error:

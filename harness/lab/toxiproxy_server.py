@@ -69,8 +69,9 @@ def find_binary() -> pathlib.Path | None:
 
 def build(*, timeout_s: float = BUILD_TIMEOUT_S) -> pathlib.Path:
     """`go install` the server into the cache (once; concurrent callers wait for the first)."""
-    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go",
-                                                                    os.X_OK) else None)
+    go = shutil.which("go") or (
+        "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
+    )
     bindir = cache_dir() / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     target = bindir / BINARY_NAME
@@ -85,8 +86,12 @@ def build(*, timeout_s: float = BUILD_TIMEOUT_S) -> pathlib.Path:
         with tempfile.TemporaryDirectory(prefix="crashcert-gobin-") as gobin:
             result = subprocess.run(
                 [go, "install", f"{GO_PACKAGE}@v{VERSION}"],
-                env={**os.environ, "GOBIN": gobin}, stdin=subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout_s, check=False,
+                env={**os.environ, "GOBIN": gobin},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
             )
             built = pathlib.Path(gobin) / "server"
             if result.returncode != 0 or not built.exists():
@@ -192,8 +197,12 @@ def _launch(binary: pathlib.Path, port: int) -> ToxiproxyServer:
     try:
         process = subprocess.Popen(
             [str(binary), "-host", HOST, "-port", str(port)],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
-            env={**os.environ, "LOG_LEVEL": "warn"}, preexec_fn=_die_with_parent,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            env={**os.environ, "LOG_LEVEL": "warn"},
+            preexec_fn=_die_with_parent,
         )
     except OSError as exc:
         os.close(fd)
@@ -203,8 +212,11 @@ def _launch(binary: pathlib.Path, port: int) -> ToxiproxyServer:
 
 def _ensure_loopback_only(server: ToxiproxyServer) -> None:
     """The admin API has no authentication: beyond loopback anyone could drive it."""
-    exposed = [ip for ip in server.admin_addresses()
-               if not proxy.listens_on_loopback(f"{ip}:{server.port}")]
+    exposed = [
+        ip
+        for ip in server.admin_addresses()
+        if not proxy.listens_on_loopback(f"{ip}:{server.port}")
+    ]
     if exposed:
         server.close()
         raise errors.EnvironmentProblem(

@@ -59,14 +59,15 @@ def _default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-def _start(
-    tmp_path: pathlib.Path, private_tmp: pathlib.Path
-) -> subprocess.Popen[str]:
+def _start(tmp_path: pathlib.Path, private_tmp: pathlib.Path) -> subprocess.Popen[str]:
     scenario_file = _slow_refund(tmp_path)
     child = subprocess.Popen(
         [CRASHCERT, "run", "--scenario", str(scenario_file), "--out", "out"],
-        cwd=tmp_path, env={**os.environ, "TMPDIR": str(private_tmp)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + STARTED_TIMEOUT_S
@@ -96,7 +97,10 @@ def test_ctrl_c_stores_the_trial_as_interrupted(
 
     analyzed = subprocess.run(
         [CRASHCERT, "analyze", str(meta_path.parent)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert analyzed.returncode == 2, analyzed.stdout + analyzed.stderr
     assert f"INTERRUPTED: {interrupt.NOTE}" in analyzed.stdout

@@ -120,7 +120,10 @@ def test_a_role_without_createdb_is_a_clear_error(
         conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
     try:
         dsn = pg_dsn.make(
-            host=pg_server.host, port=pg_server.port, dbname="postgres", user=role,
+            host=pg_server.host,
+            port=pg_server.port,
+            dbname="postgres",
+            user=role,
             password=password,
         )
         done = _crashcert("run", "--scenario", "refund", "--pg-dsn", dsn, cwd=tmp_path)

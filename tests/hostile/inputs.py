@@ -33,7 +33,7 @@ REFUND = (
     "turns:\n"
     "  - tool_calls: [{{id: c1, name: refund, arguments: {{order: 'ord-{{run}}'}}}}]\n"
     "    usage: {{prompt_tokens: {tokens}, completion_tokens: 1}}\n"
-    "  - content: \"{reply}\"\n"
+    '  - content: "{reply}"\n'
     "deadline_s: {deadline}\n"
 )
 DEFAULTS = {
@@ -102,13 +102,18 @@ def _engine(**changes: str) -> str:
 
 CASES: list[Case] = [
     # files that are not scenarios
-    Case("billion laughs in a scenario", ["scenarios", "validate", "s.yaml"],
-         {"s.yaml": scenario() + "extra:\n" + "".join(f"  {x}\n" for x in LAUGHS.splitlines())}),
-    Case("billion laughs at run", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": LAUGHS + scenario()}),
+    Case(
+        "billion laughs in a scenario",
+        ["scenarios", "validate", "s.yaml"],
+        {"s.yaml": scenario() + "extra:\n" + "".join(f"  {x}\n" for x in LAUGHS.splitlines())},
+    ),
+    Case("billion laughs at run", ["run", "--scenario", "s.yaml"], {"s.yaml": LAUGHS + scenario()}),
     Case("/dev/zero as a scenario", ["run", "--scenario", "/dev/zero"]),
-    Case("binary file as a scenario", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": bytes(range(256)) * 8}),
+    Case(
+        "binary file as a scenario",
+        ["run", "--scenario", "s.yaml"],
+        {"s.yaml": bytes(range(256)) * 8},
+    ),
     Case("scenario that does not exist", ["run", "--scenario", "nope.yaml"]),
     Case("unknown bundled scenario", ["run", "--scenario", "no_such_scenario"]),
     Case("directory as a scenario", ["run", "--scenario", "d.yaml"], {"d.yaml/x": ""}),
@@ -116,65 +121,109 @@ CASES: list[Case] = [
     Case("scenario that is a list", ["run", "--scenario", "s.yaml"], {"s.yaml": "[1, 2]\n"}),
     # numbers and text that would reach the engine
     Case("deadline .inf", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(deadline=".inf")}),
-    Case("deadline 1e-300", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": scenario(deadline="1.0e-300")}),
-    Case("latency 1e17 ms", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": scenario(latency="1.0e+17")}),
-    Case("2^63 token usage", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": scenario(tokens=2**63)}),
-    Case("budget 1e23", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": scenario(iterations="100000000000000000000000")}),
-    Case("NUL in the reply", ["run", "--scenario", "s.yaml"],
-         {"s.yaml": scenario(reply="Refun\\0ded")}),
-    Case("markup in a scenario name", ["scenarios", "validate", "s.yaml"],
-         {"s.yaml": scenario(name="'[bold]x[/]'")}),
+    Case(
+        "deadline 1e-300",
+        ["run", "--scenario", "s.yaml"],
+        {"s.yaml": scenario(deadline="1.0e-300")},
+    ),
+    Case(
+        "latency 1e17 ms", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(latency="1.0e+17")}
+    ),
+    Case("2^63 token usage", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(tokens=2**63)}),
+    Case(
+        "budget 1e23",
+        ["run", "--scenario", "s.yaml"],
+        {"s.yaml": scenario(iterations="100000000000000000000000")},
+    ),
+    Case(
+        "NUL in the reply",
+        ["run", "--scenario", "s.yaml"],
+        {"s.yaml": scenario(reply="Refun\\0ded")},
+    ),
+    Case(
+        "markup in a scenario name",
+        ["scenarios", "validate", "s.yaml"],
+        {"s.yaml": scenario(name="'[bold]x[/]'")},
+    ),
     # fault texts
-    Case("unknown fault action",
-         ["run", "--scenario", "refund", "--fault", "melt@tool.returned#1"]),
+    Case(
+        "unknown fault action", ["run", "--scenario", "refund", "--fault", "melt@tool.returned#1"]
+    ),
     Case("unknown point", ["run", "--scenario", "refund", "--fault", "kill@nowhere#1"]),
     Case("occurrence 0", ["run", "--scenario", "refund", "--fault", "kill@tool.returned#0"]),
-    Case("heal_after_s=abc", ["run", "--scenario", "refund", "--fault",
-                              "db_cut@tools.pending#1?heal_after_s=abc"]),
-    Case("heal_after_s=1e999", ["run", "--scenario", "refund", "--fault",
-                                "db_cut@tools.pending#1?heal_after_s=1e999"]),
-    Case("negative heal_after_s", ["run", "--scenario", "refund", "--fault",
-                                   "db_cut@tools.pending#1?heal_after_s=-1"]),
-    Case("unknown fault parameter", ["run", "--scenario", "refund", "--fault",
-                                     "db_cut@tools.pending#1?bogus=1"]),
-    Case("commit_lost without :before_commit", ["run", "--scenario", "refund", "--fault",
-                                                "commit_lost@tool.returned#1"]),
-    Case("time kill beyond an hour", ["run", "--scenario", "refund", "--fault",
-                                      "kill@time:+99999s"]),
+    Case(
+        "heal_after_s=abc",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?heal_after_s=abc"],
+    ),
+    Case(
+        "heal_after_s=1e999",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?heal_after_s=1e999"],
+    ),
+    Case(
+        "negative heal_after_s",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?heal_after_s=-1"],
+    ),
+    Case(
+        "unknown fault parameter",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?bogus=1"],
+    ),
+    Case(
+        "commit_lost without :before_commit",
+        ["run", "--scenario", "refund", "--fault", "commit_lost@tool.returned#1"],
+    ),
+    Case(
+        "time kill beyond an hour", ["run", "--scenario", "refund", "--fault", "kill@time:+99999s"]
+    ),
     Case("matrix with an unknown fault class", ["matrix", "--faults", "kill,melt"]),
     Case("matrix with an unknown point", ["matrix", "--points", "tool.nowhere"]),
     Case("certify with an unknown mode", ["certify", "--mode", "sideways"]),
     Case("explore with no examples", ["explore", "--scenario", "refund", "--examples", "-1"]),
     # engines
     Case("engine file that does not exist", ["run", "--scenario", "refund", "--engine", "e.yaml"]),
-    Case("engine file with aliases", ["run", "--scenario", "refund", "--engine", "e.yaml"],
-         {"e.yaml": LAUGHS + _engine()}),
-    Case("binary engine file", ["run", "--scenario", "refund", "--engine", "e.yaml"],
-         {"e.yaml": b"\x89PNG\r\n\x1a\n" + bytes(512)}),
-    Case("engine lease of a day", ["run", "--scenario", "refund", "--engine", "e.yaml"],
-         {"e.yaml": _engine(lease_ms="86400000")}),
-    Case("engine with an unknown field", ["run", "--scenario", "refund", "--engine", "e.yaml"],
-         {"e.yaml": _engine(sudo="true")}),
+    Case(
+        "engine file with aliases",
+        ["run", "--scenario", "refund", "--engine", "e.yaml"],
+        {"e.yaml": LAUGHS + _engine()},
+    ),
+    Case(
+        "binary engine file",
+        ["run", "--scenario", "refund", "--engine", "e.yaml"],
+        {"e.yaml": b"\x89PNG\r\n\x1a\n" + bytes(512)},
+    ),
+    Case(
+        "engine lease of a day",
+        ["run", "--scenario", "refund", "--engine", "e.yaml"],
+        {"e.yaml": _engine(lease_ms="86400000")},
+    ),
+    Case(
+        "engine with an unknown field",
+        ["run", "--scenario", "refund", "--engine", "e.yaml"],
+        {"e.yaml": _engine(sudo="true")},
+    ),
     # campaigns that would test nothing
     Case("soak of zero runs", ["soak", "--runs", "0"]),
     Case("soak with a negative storm", ["soak", "--storm-s", "-5"]),
     Case("seed that is not a number", ["run", "--scenario", "refund", "--seed", "abc"]),
     # the environment
     Case("unwritable --out", ["run", "--scenario", "refund", "--out", "f/trials"], {"f": "file"}),
-    Case("unparsable --pg-dsn with a password",
-         ["run", "--scenario", "refund", "--pg-dsn", f"postgresql://ops:{SECRET}@[bad"]),
-    Case("unreachable --pg-dsn with a password",
-         ["run", "--scenario", "refund", "--pg-dsn",
-          f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres"]),
+    Case(
+        "unparsable --pg-dsn with a password",
+        ["run", "--scenario", "refund", "--pg-dsn", f"postgresql://ops:{SECRET}@[bad"],
+    ),
+    Case(
+        "unreachable --pg-dsn with a password",
+        [
+            "run",
+            "--scenario",
+            "refund",
+            "--pg-dsn",
+            f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres",
+        ],
+    ),
     # stored trials
     Case("analyze a directory without trials", ["analyze", "empty"], {"empty/.keep": ""}),
     Case("analyze a corrupt history", ["analyze", "t"], {"t/history.jsonl": "{not json\n"}),
-    Case("export a trial that is not one", ["incident", "export", "--trial", "t"],
-         {"t/x": ""}),
+    Case("export a trial that is not one", ["incident", "export", "--trial", "t"], {"t/x": ""}),
     Case("export with neither source", ["incident", "export"]),
     Case("replay a binary file", ["replay", "i.yaml"], {"i.yaml": bytes(range(256))}),
     Case("report of a corrupt trial", ["report", "t"], {"t/history.jsonl": "\x00\x01"}),
@@ -197,8 +246,15 @@ def run(case: Case, directory: pathlib.Path, *, command: str = CRASHCERT) -> Out
     started = time.monotonic()
     try:
         done = subprocess.run(
-            [command, *case.args], cwd=directory, env=env, capture_output=True, text=True,
-            errors="replace", timeout=case.limit_s, check=False, stdin=subprocess.DEVNULL,
+            [command, *case.args],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=case.limit_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as expired:
         partial = (expired.stdout or b"") + (expired.stderr or b"")

@@ -76,13 +76,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     source = base / "source"
     # symlinks=True: harness/scenarios stays the link a clone has, as the sdist sees it
     shutil.copytree(
-        ROOT, source, symlinks=True,
-        ignore=shutil.ignore_patterns(".venv", ".git", "*.egg-info", "build", "dist",
-                                      "crashcert-trials", "__pycache__"),
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "*.egg-info", "build", "dist", "crashcert-trials", "__pycache__"
+        ),
     )
     built = _run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
-        cwd=base, timeout=INSTALL_TIMEOUT_S,
+        cwd=base,
+        timeout=INSTALL_TIMEOUT_S,
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     [wheel] = dist.glob("*.whl")
@@ -90,9 +94,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = _run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", "--prefer-binary", f"{wheel}[test]"],
-        cwd=base, timeout=INSTALL_TIMEOUT_S,
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--prefer-binary",
+            f"{wheel}[test]",
+        ],
+        cwd=base,
+        timeout=INSTALL_TIMEOUT_S,
     )
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
     yield Installed(bin=venv / "bin", wheel=wheel, sdist=sdist)
@@ -138,8 +151,15 @@ def test_wheel_and_sdist_carry_what_the_tool_reads(installed: Installed) -> None
     bundled = {path.name for path in (ROOT / "scenarios").glob("*.yaml")}
     assert {f"harness/scenarios/{name}" for name in bundled} <= names
     checked = _run(
-        [sys.executable, "-m", "twine", "check", "--strict", str(installed.wheel),
-         str(installed.sdist)],
+        [
+            sys.executable,
+            "-m",
+            "twine",
+            "check",
+            "--strict",
+            str(installed.wheel),
+            str(installed.sdist),
+        ],
         cwd=installed.wheel.parent,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -175,8 +195,17 @@ def _verdicts(report: pathlib.Path) -> dict[str, str]:
 
 
 def test_matrix_and_its_report(installed: Installed, tmp_path: pathlib.Path) -> None:
-    matrix = ["matrix", "--scenario", "refund", "--points", MATRIX_POINTS, "--out", "m",
-              "--json", "matrix.json"]
+    matrix = [
+        "matrix",
+        "--scenario",
+        "refund",
+        "--points",
+        MATRIX_POINTS,
+        "--out",
+        "m",
+        "--json",
+        "matrix.json",
+    ]
     mine, theirs = _both(installed, tmp_path, matrix)
     assert mine.returncode == theirs.returncode == 0, mine.stdout[-3000:] + mine.stderr[-2000:]
     installed_verdicts = _verdicts(tmp_path / "installed" / "matrix.json")
@@ -200,8 +229,19 @@ def test_certify_an_engine_described_in_the_users_tree(
         for name in ("naive_engine.py", "naive_engine.yaml"):
             shutil.copy(ROOT / "tests" / "contract" / name, engine / name)
 
-    args = ["certify", "--engine", "engines/naive_engine.yaml", "--scenario", "refund",
-            "--points", "tool.returned,reply.sent", "--json", "cert.json", "--out", "c"]
+    args = [
+        "certify",
+        "--engine",
+        "engines/naive_engine.yaml",
+        "--scenario",
+        "refund",
+        "--points",
+        "tool.returned,reply.sent",
+        "--json",
+        "cert.json",
+        "--out",
+        "c",
+    ]
     mine, theirs = _both(installed, tmp_path, args, prepare=copy_engine)
     assert mine.returncode == theirs.returncode == 0, mine.stdout[-3000:] + mine.stderr[-2000:]
     levels = []
@@ -213,8 +253,10 @@ def test_certify_an_engine_described_in_the_users_tree(
 def test_incident_export_and_replay(installed: Installed, tmp_path: pathlib.Path) -> None:
     cwd = _elsewhere(tmp_path, "incident")
     tool = str(installed.bin / "crashcert")
-    ran = _run([tool, "run", "--scenario", "refund", "--fault", "kill@tool.started#2",
-                "--out", "t"], cwd=cwd)
+    ran = _run(
+        [tool, "run", "--scenario", "refund", "--fault", "kill@tool.started#2", "--out", "t"],
+        cwd=cwd,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     [trial] = [path.parent for path in (cwd / "t").glob("*/refund/*/history.jsonl")]
     exported = _run([tool, "incident", "export", "--trial", os.path.relpath(trial, cwd)], cwd=cwd)
@@ -237,7 +279,8 @@ def test_crash_matrix(crashcert_case):
 def test_pytest_plugin_in_a_scratch_project(installed: Installed, tmp_path: pathlib.Path) -> None:
     project = _elsewhere(tmp_path, "project")
     (project / "test_team.py").write_text(PLUGIN_TEST)
-    done = _run([str(installed.bin / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                cwd=project)
+    done = _run(
+        [str(installed.bin / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "1 passed" in done.stdout

@@ -70,8 +70,12 @@ def _start_child(
 ) -> tuple[subprocess.Popen[str], dict[str, typing.Any]]:
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, mode, "1" if with_toxiproxy else "0"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None
     ready, _, _ = select.select([child.stdout], [], [], READY_TIMEOUT_S)

@@ -60,12 +60,33 @@ def _psql_as_other_user(
     if password is not None:
         env["PGPASSWORD"] = password
     command = [
-        "runuser", "-u", OTHER_USER, "--", str(psql), "-X", "-w", "-A", "-t",
-        "-h", server.host, "-p", str(server.port), "-U", postgres.server.SUPERUSER,
-        "-d", postgres.server.ADMIN_DATABASE, "-c", "SELECT 1",
+        "runuser",
+        "-u",
+        OTHER_USER,
+        "--",
+        str(psql),
+        "-X",
+        "-w",
+        "-A",
+        "-t",
+        "-h",
+        server.host,
+        "-p",
+        str(server.port),
+        "-U",
+        postgres.server.SUPERUSER,
+        "-d",
+        postgres.server.ADMIN_DATABASE,
+        "-c",
+        "SELECT 1",
     ]
     return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=PSQL_TIMEOUT_S, cwd="/",
+        command,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PSQL_TIMEOUT_S,
+        cwd="/",
         check=False,
     )
 
@@ -111,7 +132,10 @@ def test_redact_drops_the_password_and_keeps_the_rest() -> None:
     redacted = pg_dsn.redact(url)
     assert SECRET not in redacted
     assert conninfo.conninfo_to_dict(redacted) == {
-        "user": "app", "host": "db.internal", "port": "5433", "dbname": "prod",
+        "user": "app",
+        "host": "db.internal",
+        "port": "5433",
+        "dbname": "prod",
         "sslmode": "require",
     }
     keyed = pg_dsn.redact(f"host=h dbname=d password='{SECRET} x' sslpassword={SECRET}")
@@ -122,15 +146,20 @@ def test_redact_drops_the_password_and_keeps_the_rest() -> None:
 
 def test_redact_argv_covers_every_way_of_passing_a_dsn() -> None:
     argv = [
-        "crashcert", "run",
-        "--pg-dsn", f"postgresql://app:{SECRET}@h/db",
+        "crashcert",
+        "run",
+        "--pg-dsn",
+        f"postgresql://app:{SECRET}@h/db",
         f"--pg-dsn=host=h password={SECRET}",
-        "--dsn", f"host=h password='{SECRET}'",
+        "--dsn",
+        f"host=h password='{SECRET}'",
         f"--dsn=postgres://app:{SECRET}@h/db",
         f"--other=postgresql://app:{SECRET}@h/db",
         f"host=h PASSWORD = {SECRET}",
         f"PGPASSWORD={SECRET}",
-        "--seed", "7", "--pg-dsn",
+        "--seed",
+        "7",
+        "--pg-dsn",
     ]
     redacted = pg_dsn.redact_argv(argv)
     assert not [arg for arg in redacted if SECRET in arg], redacted

@@ -62,7 +62,12 @@ def test_proxies_are_never_made_beyond_loopback() -> None:
 def test_nemesis_close_waits_for_a_heal_another_thread_is_running() -> None:
     """Otherwise the audit right after close() could see a toxic half removed."""
     fury = nemesis.Nemesis(
-        [], launcher=None, recorder=None, proxies=None, pg=None, lease_s=1.0  # type: ignore[arg-type]
+        [],
+        launcher=None,
+        recorder=None,
+        proxies=None,
+        pg=None,
+        lease_s=1.0,  # type: ignore[arg-type]
     )
     healing, release, healed = threading.Event(), threading.Event(), threading.Event()
 
@@ -98,8 +103,10 @@ def test_a_foreign_proxy_of_another_user_is_reported_and_deleted(
     client = private_toxiproxy
     own = client.create("cc_trial_a-w1", UPSTREAM)
     uid, intruder = fix_proxy.as_another_user(
-        client, "POST", "/proxies", {"name": "intruder", "listen": "0.0.0.0:0",
-                                     "upstream": UPSTREAM}
+        client,
+        "POST",
+        "/proxies",
+        {"name": "intruder", "listen": "0.0.0.0:0", "upstream": UPSTREAM},
     )
     _made_by_another_user(uid)
     port = _port(intruder["listen"])
@@ -146,7 +153,9 @@ def test_own_proxies_deleted_disabled_moved_or_poisoned_are_reported(
         client, "POST", f"/proxies/{moved.name}", {"listen": "0.0.0.0:0"}
     )
     fix_proxy.as_another_user(
-        client, "POST", f"/proxies/{poisoned.name}/toxics",
+        client,
+        "POST",
+        f"/proxies/{poisoned.name}/toxics",
         {"name": "slow", "type": "latency", "attributes": {"latency": 1000}},
     )
 

@@ -70,8 +70,9 @@ def test_a_proxy_another_user_adds_during_a_trial_makes_it_an_error(
 
     def intrude(history: Any) -> None:
         request = {"name": name, "listen": "0.0.0.0:0", "upstream": upstream}
-        added["uid"], added["proxy"] = fix_proxy.as_another_user(client, "POST", "/proxies",
-                                                                 request)
+        added["uid"], added["proxy"] = fix_proxy.as_another_user(
+            client, "POST", "/proxies", request
+        )
         # What is at stake: the lab's Postgres answers on that port, on every interface.
         port = int(added["proxy"]["listen"].rsplit(":", 1)[1])
         through = pg_dsn.with_address(lab.pg.dsn, host="127.0.0.1", port=port)
@@ -82,8 +83,10 @@ def test_a_proxy_another_user_adds_during_a_trial_makes_it_an_error(
     outcome = _run(lab, tmp_path, "refund", [])
 
     listen = added["proxy"]["listen"]
-    line = (f"toxiproxy: unexpected proxy '{name}' listening on {listen} beyond loopback "
-            f"(not made by this lab) forwarding to {upstream}; deleted")
+    line = (
+        f"toxiproxy: unexpected proxy '{name}' listening on {listen} beyond loopback "
+        f"(not made by this lab) forwarding to {upstream}; deleted"
+    )
     assert outcome.verdict is verdict.Verdict.ERROR, outcome.repro
     assert outcome.history.harness_error == f"EnvironmentProblem: {line}"
     judged = next(r for r in outcome.results if r.invariant == liveness.INVARIANT)

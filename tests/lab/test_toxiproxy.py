@@ -31,7 +31,11 @@ def test_dsn_through_rewrites_only_the_address() -> None:
     rewritten = handle.dsn_through("postgresql://alice:pw@db.example:5432/app?hostaddr=10.0.0.1")
     params = psycopg.conninfo.conninfo_to_dict(rewritten)
     assert params == {
-        "host": "127.0.0.1", "port": "40001", "user": "alice", "password": "pw", "dbname": "app",
+        "host": "127.0.0.1",
+        "port": "40001",
+        "user": "alice",
+        "password": "pw",
+        "dbname": "app",
     }
 
 

@@ -68,9 +68,7 @@ class FakeEngine:
         )
 
 
-def actor(
-    engine: FakeEngine, item: schema.Scenario
-) -> tuple[actions.Actor, recorder.Recorder]:
+def actor(engine: FakeEngine, item: schema.Scenario) -> tuple[actions.Actor, recorder.Recorder]:
     rec = recorder.Recorder()
     return actions.Actor(engine, "dsn", RUN_ID, item, rec), rec
 

@@ -35,15 +35,20 @@ def provide(*, image: str = IMAGE) -> typing.Iterator[external.ExternalServer]:
     from testcontainers.community.postgres import PostgresContainer
 
     container = PostgresContainer(
-        image, username=server.SUPERUSER, password=server.SUPERUSER,
-        dbname=server.ADMIN_DATABASE, driver=None,
+        image,
+        username=server.SUPERUSER,
+        password=server.SUPERUSER,
+        dbname=server.ADMIN_DATABASE,
+        driver=None,
     )
     container.start()
     try:
         admin_dsn = dsn.make(
             host=container.get_container_host_ip(),
             port=int(container.get_exposed_port(5432)),
-            dbname=server.ADMIN_DATABASE, user=server.SUPERUSER, password=server.SUPERUSER,
+            dbname=server.ADMIN_DATABASE,
+            user=server.SUPERUSER,
+            password=server.SUPERUSER,
         )
         yield external.ExternalServer(admin_dsn, description="a testcontainers container")
     finally:

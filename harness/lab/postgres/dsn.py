@@ -17,9 +17,7 @@ REDACTED = "***"
 _URL_SECRET = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
 # password=..., sslpassword=..., PGPASSWORD=... in key=value text or a URL's query string;
 # a quoted value may hold spaces and escaped quotes.
-_KEY_SECRET = re.compile(
-    r"(?i)\b((?:ssl|pg)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)"
-)
+_KEY_SECRET = re.compile(r"(?i)\b((?:ssl|pg)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)")
 
 
 def make(*, host: str, port: int, dbname: str, user: str, password: str | None = None) -> str:

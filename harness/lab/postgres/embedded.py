@@ -101,7 +101,10 @@ class EmbeddedServer:
 
     def database_dsn(self, name: str) -> str:
         return dsn.make(
-            host=HOST, port=self._port, dbname=name, user=server.SUPERUSER,
+            host=HOST,
+            port=self._port,
+            dbname=name,
+            user=server.SUPERUSER,
             password=self._password,
         )
 
@@ -123,7 +126,13 @@ class EmbeddedServer:
         if self.is_running():
             return
         result = self._pg_ctl(
-            "start", "-l", str(self.log_path), "-t", str(START_TIMEOUT_S), "-o", f"-p {self._port}",
+            "start",
+            "-l",
+            str(self.log_path),
+            "-t",
+            str(START_TIMEOUT_S),
+            "-o",
+            f"-p {self._port}",
             timeout_s=START_TIMEOUT_S + 10,
         )
         if result.returncode != 0:
@@ -169,9 +178,17 @@ class EmbeddedServer:
         pwfile = self.root / PWFILE_NAME
         self._write_private(pwfile, self._password + "\n")
         cmd = [
-            str(self._bindir / "initdb"), "-D", str(self.datadir), "-U", server.SUPERUSER,
-            f"--pwfile={pwfile}", f"--auth-local={AUTH_METHOD}", f"--auth-host={AUTH_METHOD}",
-            "-E", "UTF8", "--locale=C",
+            str(self._bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            server.SUPERUSER,
+            f"--pwfile={pwfile}",
+            f"--auth-local={AUTH_METHOD}",
+            f"--auth-host={AUTH_METHOD}",
+            "-E",
+            "UTF8",
+            "--locale=C",
         ]
         try:
             result = self._run(cmd, timeout_s=INITDB_TIMEOUT_S)
@@ -217,8 +234,15 @@ class EmbeddedServer:
     def _run(self, cmd: list[str], *, timeout_s: float) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, timeout=timeout_s, check=False, cwd=self.root, env=_server_env(),
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                cwd=self.root,
+                env=_server_env(),
                 **accounts.run_kwargs(self._account),  # type: ignore[call-overload]
             )
         except subprocess.TimeoutExpired as exc:
@@ -246,16 +270,29 @@ class EmbeddedServer:
     def _start_watchdog(self) -> None:
         read_fd, write_fd = os.pipe()  # both close-on-exec: no other child inherits them
         cmd = [
-            sys.executable, "-I", "-S", str(pathlib.Path(__file__).with_name("watchdog.py")),
-            "--fd", str(read_fd), "--pg-ctl", str(self._bindir / "pg_ctl"),
-            "--datadir", str(self.datadir), "--remove", str(self.root),
+            sys.executable,
+            "-I",
+            "-S",
+            str(pathlib.Path(__file__).with_name("watchdog.py")),
+            "--fd",
+            str(read_fd),
+            "--pg-ctl",
+            str(self._bindir / "pg_ctl"),
+            "--datadir",
+            str(self.datadir),
+            "--remove",
+            str(self.root),
         ]
         if self._account is not None:
             cmd += ["--uid", str(self._account.uid), "--gid", str(self._account.gid)]
         try:
             self._watchdog = subprocess.Popen(
-                cmd, pass_fds=(read_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, cwd="/",
+                cmd,
+                pass_fds=(read_fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                cwd="/",
             )
         finally:
             os.close(read_fd)
@@ -332,4 +369,3 @@ def _server_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     env["LC_ALL"] = "C"
     return env
-

@@ -52,8 +52,13 @@ def _stop(args: argparse.Namespace) -> None:
     try:
         subprocess.run(
             [args.pg_ctl, "stop", "-D", args.datadir, "-m", "immediate", "-w", "-s"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            timeout=STOP_TIMEOUT_S, check=False, cwd="/", **drop,  # type: ignore[call-overload]
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=STOP_TIMEOUT_S,
+            check=False,
+            cwd="/",
+            **drop,  # type: ignore[call-overload]
         )
     except (OSError, subprocess.SubprocessError):
         pass

@@ -22,8 +22,12 @@ def _outcome(trial: history.TrialHistory) -> runner.TrialOutcome:
     results, verdict = runner.judge(trial)
     spec = runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
     return runner.TrialOutcome(
-        spec=spec, history=trial, results=results, verdict=verdict,
-        directory=pathlib.Path("/nonexistent"), repro="crashcert run ...",
+        spec=spec,
+        history=trial,
+        results=results,
+        verdict=verdict,
+        directory=pathlib.Path("/nonexistent"),
+        repro="crashcert run ...",
     )
 
 
@@ -34,7 +38,9 @@ def _certificate() -> certify.Certification:
     assert unstruck.verdict is Verdict.INCONCLUSIVE  # plan.applied says so already
     assert all(r.verdict is Verdict.PASS for r in unstruck.results if r.invariant != "plan.applied")
     return certify.Certification(
-        engine="e", engine_ref="e.yaml", modes=["boundary"],
+        engine="e",
+        engine_ref="e.yaml",
+        modes=["boundary"],
         trials=[certify.CertTrial("boundary", baseline), certify.CertTrial("boundary", unstruck)],
     )
 
@@ -52,7 +58,8 @@ def test_every_rendering_says_inconclusive() -> None:
     as_json = certify.to_json(cert)
     assert as_json["invariants"]["reply.single_delivery"]["verdict"] == "INCONCLUSIVE"
     assert as_json["invariants"]["reply.single_delivery"]["by_fault_class"] == {
-        "boundary:baseline": "P1", "boundary:kill@boundary": "I1"
+        "boundary:baseline": "P1",
+        "boundary:kill@boundary": "I1",
     }
     markdown = certify.to_markdown(cert)
     assert "| reply.single_delivery | INCONCLUSIVE | P1 | I1 |" in markdown

@@ -81,6 +81,4 @@ def test_the_rerun_line_strikes_at_that_world_event_and_the_label_keeps_the_time
 
 def test_a_time_kill_that_never_struck_reruns_as_planned() -> None:
     spec = runner.TrialSpec.under(builders.refund_scenario(), [TIME_KILL])
-    assert "--fault 'kill@time:+0.01s#1'" in runner.repro_command(
-        spec, trial=builders.clean()
-    )
+    assert "--fault 'kill@time:+0.01s#1'" in runner.repro_command(spec, trial=builders.clean())

@@ -94,13 +94,20 @@ def _tables() -> dict[str, list[dict[str, Any]]]:
             }
         ],
         "model_calls": [
-            _model_call(0, {"role": "assistant", "content": f"writing to {EMAIL}", "tool_calls": [
+            _model_call(
+                0,
                 {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "notify", "arguments": json.dumps(arguments)},
-                }
-            ]}),
+                    "role": "assistant",
+                    "content": f"writing to {EMAIL}",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "notify", "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                },
+            ),
             _model_call(1, {"role": "assistant", "content": reply}),
         ],
         "tool_calls": [
