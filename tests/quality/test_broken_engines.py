@@ -169,6 +169,17 @@ CASES = (
         ("run.liveness",),
         says="tool service unreachable",
     ),
+    # The worker's clock falls an hour behind once it holds the refund run; paused before
+    # posting the reply, its lease lapses and the adopter dies at its own reply.sending.
+    # Woken, this variant trusts its clock (lease "live"), delivers and commits the finish
+    # on a run that is no longer its own. With a true clock (the same pause and kill, no
+    # skew) it sees the lease gone and stops: only clock_skew shows it.
+    Case(
+        "local_clock_lease",
+        "refund",
+        ("clock_skew@model.pending#1", "pause@reply.sending#1", "kill@reply.sending#2"),
+        ("lease.fencing",),
+    ),
 )
 
 

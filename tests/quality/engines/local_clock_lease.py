@@ -7,7 +7,11 @@ one under the run's row lock before COMMIT asks who holds the lease. While the w
 clock agrees with the database's (one host, NTP) this looks right, even under a pause (the
 wall clock runs on while SIGSTOPped). A clock that falls behind (clock_skew, offset_s < 0)
 keeps it from renewing: the database lets the lease lapse, another worker adopts the run,
-and this one, still "holding" by its clock, commits on: lease.fencing.
+and this one, still "holding" by its clock, commits on: lease.fencing. The clock must fall
+behind after a note (a skew at run.claimed comes before the heartbeat's first note, which
+then agrees with the skewed clock), and the stale worker must reach a transition whose SQL
+has no epoch guard of its own (finish_delivered, as in skip_lease_check): the quality case
+pauses it before its reply and kills the adopter at the adopter's reply.sending.
 
     python tests/quality/engines/local_clock_lease.py worker   (see local_clock_lease.yaml)
 """
