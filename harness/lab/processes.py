@@ -18,9 +18,24 @@ import psutil
 
 from harness import errors
 from harness.lab import reaper, spawner
+from harness.lab.postgres import dsn as pg_dsn
 
 DEATH_TIMEOUT_S = 5.0
 TERM_GRACE_S = 2.0
+# Lines the harness writes into a worker's log (start, signals, exit), so a log says what
+# happened to its worker even when the engine itself printed nothing.
+NOTE_PREFIX = "[crashcert] "
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
 
 
 class Worker:
@@ -40,6 +55,8 @@ class Worker:
         self.log_path = log_dir.absolute() / f"{worker_id}.log"
         self._log = open(self.log_path, "ab")
         module = spawner.module_command(command) if forkserver else None
+        how = "forked from the warm server" if forkserver and module else "exec'd"
+        self.note(f"worker {worker_id}: {pg_dsn.redact_argv(list(command))} ({how}, cwd {cwd})")
         self.process: subprocess.Popen[bytes] | spawner.ForkedProcess
         if forkserver is not None and module is not None:
             pid = forkserver.spawn(
@@ -50,6 +67,7 @@ class Worker:
             self.process = self._exec(command, env, cwd)
         self.pid = self.process.pid
         self.pgid = self.pid
+        self.note(f"started as pid {self.pid}")
         # Ctrl-C, SIGTERM or an exception in the harness must not leave workers behind.
         self._reaper_key = reaper.register(self._kill_at_exit)
         self.killed = False
@@ -75,6 +93,19 @@ class Worker:
         except OSError as error:
             self._log.close()
             raise errors.CrashcertError(f"cannot start worker {list(command)}: {error}") from None
+
+    def note(self, text: str) -> None:
+        """One timestamped harness line in this worker's log (never raises)."""
+        if self._log.closed:
+            return
+        stamp = (
+            time.strftime("%H:%M:%S", time.localtime()) + f".{time.time_ns() // 10**6 % 1000:03d}"
+        )
+        try:
+            self._log.write(f"{NOTE_PREFIX}{stamp} {text}\n".encode())
+            self._log.flush()
+        except OSError:
+            pass
 
     @property
     def alive(self) -> bool:
@@ -103,16 +134,19 @@ class Worker:
         with self._lock:
             self._remember_descendants()
             self.killed = True
+            self.note(f"SIGKILL to process group {self.pgid}")
             self._signal_group(signal.SIGKILL)
             self.reap(timeout=DEATH_TIMEOUT_S)
 
     def pause(self) -> None:
         with self._lock:
+            self.note(f"SIGSTOP to process group {self.pgid} (paused)")
             self._signal_group(signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         with self._lock:
+            self.note(f"SIGCONT to process group {self.pgid} (resumed)")
             self._signal_group(signal.SIGCONT)
             self.paused = False
 
@@ -126,6 +160,7 @@ class Worker:
             self._remember_descendants()
             if self.paused:
                 self._signal_group(signal.SIGCONT)  # a stopped process cannot act on TERM
+            self.note(f"SIGTERM to process group {self.pgid} (stop)")
             self._signal_group(signal.SIGTERM)
 
     def terminate(self) -> None:
@@ -136,6 +171,7 @@ class Worker:
                 try:
                     self.process.wait(TERM_GRACE_S)
                 except subprocess.TimeoutExpired:
+                    self.note(f"still alive {TERM_GRACE_S}s after SIGTERM: SIGKILL")
                     self._signal_group(signal.SIGKILL)
             self.reap(timeout=DEATH_TIMEOUT_S)
 
@@ -160,6 +196,7 @@ class Worker:
         psutil.wait_procs(alive, timeout=timeout)
         reaper.unregister(self._reaper_key)
         if not self._log.closed:
+            self.note(f"pid {self.pid} {describe_exit(self.process.poll())}")
             self._log.close()
 
 

@@ -29,7 +29,7 @@ from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.faults import world_trigger
-from harness.lab import faketime, isolation, proxy_audit, shared, world_links
+from harness.lab import faketime, isolation, processes, proxy_audit, shared, world_links
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema
@@ -502,7 +502,9 @@ def log_tail(path: pathlib.Path) -> list[str]:
     except OSError as error:
         return [f"(log unreadable: {error})"]
     lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
-    lines = [line for line in lines if line.strip()][-LOG_TAIL_LINES:]
+    # The engine's own lines: the harness's notes (start, signals) say nothing of why it died.
+    lines = [line for line in lines if line.strip() and not line.startswith(processes.NOTE_PREFIX)]
+    lines = lines[-LOG_TAIL_LINES:]
     return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
 
 

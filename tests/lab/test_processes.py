@@ -23,9 +23,13 @@ def _child_pid(worker: processes.Worker) -> int:
     found: list[int] = []
 
     def ready() -> bool:
-        text = worker.log_path.read_text().strip()
-        if text:
-            found.append(int(text.split()[0]))
+        own = [
+            line
+            for line in worker.log_path.read_text().splitlines()
+            if line.strip() and not line.startswith(processes.NOTE_PREFIX)
+        ]
+        if own:
+            found.append(int(own[0].split()[0]))
         return bool(found)
 
     assert processes.wait_until(ready, timeout=10)
@@ -42,6 +46,27 @@ def test_kill_takes_the_whole_group(tmp_path):
     assert not worker.alive
     assert worker.returncode == -9
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_log_says_what_the_harness_did_to_a_silent_worker(tmp_path):
+    """A worker that prints nothing still leaves a log: started how, which signals, exit."""
+    worker = processes.Worker(
+        "w1",
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env=os.environ,
+        log_dir=tmp_path,
+    )
+    worker.pause()
+    worker.resume()
+    worker.kill()
+    notes = [line for line in worker.log_path.read_text().splitlines()]
+    assert all(line.startswith(processes.NOTE_PREFIX) for line in notes), notes
+    text = "\n".join(notes)
+    assert "worker w1:" in notes[0] and "exec'd" in notes[0], text
+    assert f"started as pid {worker.pid}" in notes[1], text
+    for expected in ("SIGSTOP", "SIGCONT", "SIGKILL", f"pid {worker.pid} killed by SIGKILL"):
+        assert expected in text, text
+    assert text.index("SIGSTOP") < text.index("SIGCONT") < text.index("SIGKILL to"), text
 
 
 def test_pause_and_resume(tmp_path):

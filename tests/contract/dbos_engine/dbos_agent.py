@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -154,6 +155,7 @@ def define_workflow(DBOS: Any) -> Any:
     @DBOS.workflow(name="agent_run")
     def agent_run(payload: dict[str, Any]) -> dict[str, Any]:
         run_id = DBOS.workflow_id
+        log(f"workflow {run_id}: (re)started on this executor")
         budgets = payload["budgets"]
         messages = list(payload["messages"])
         report: dict[str, Any] = {
@@ -230,31 +232,62 @@ def migrate() -> None:
         db.execute(TABLES)
 
 
+def log(message: str) -> None:
+    """One line on stderr, which the harness keeps as this worker's log."""
+    print(f"dbos_agent {time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} "
+          f"{message}", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def beat(db: psycopg.Connection[Any], executor: str) -> None:
+    db.execute(
+        "INSERT INTO agent_heartbeats VALUES (%s, now()) "
+        "ON CONFLICT (executor_id) DO UPDATE SET seen = now()",
+        (executor,),
+    )
+
+
+def recover_dead_executors(db: psycopg.Connection[Any], DBOS: Any) -> None:
+    """Re-enqueue the PENDING workflows of executors whose heartbeat is stale.
+
+    The stale rows stay locked while their workflows are re-enqueued and are deleted in the
+    same transaction: a recovering worker that dies half-way leaves the rows for the next
+    one (re-enqueueing twice is a no-op: DBOS only takes PENDING workflows of that executor).
+    """
+    with db.transaction():
+        dead = db.execute(
+            "SELECT executor_id FROM agent_heartbeats "
+            "WHERE seen < now() - make_interval(secs => %s) FOR UPDATE SKIP LOCKED",
+            (LEASE_S,),
+        ).fetchall()
+        for (executor_id,) in dead:
+            handles = DBOS._recover_pending_workflows([executor_id])  # re-enqueues them
+            log(f"executor {executor_id} is dead: re-enqueued "
+                f"{[h.get_workflow_id() for h in handles]}")  # fmt: skip
+        if dead:
+            db.execute(
+                "DELETE FROM agent_heartbeats WHERE executor_id = ANY(%s)",
+                ([executor_id for (executor_id,) in dead],),
+            )
+
+
 def worker() -> None:
     from dbos import DBOS
 
     dsn = os.environ["DATABASE_URL"]
     executor = os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}"
-    DBOS(config=dbos_config(dsn, executor))
-    define_workflow(DBOS)
-    DBOS.launch()
-    DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
     stop = threading.Event()
     with psycopg.connect(dsn, autocommit=True) as db:
+        # Known alive before the first dequeue: a worker killed before its first periodic
+        # beat would otherwise never be seen as dead, and its run never recovered.
+        beat(db, executor)
+        DBOS(config=dbos_config(dsn, executor))
+        define_workflow(DBOS)
+        DBOS.launch()
+        DBOS.register_queue(QUEUE, polling_interval_sec=0.05)
+        log(f"executor {executor} launched; polling queue {QUEUE!r}")
         while not stop.wait(LEASE_S / 4):
-            db.execute(
-                "INSERT INTO agent_heartbeats VALUES (%s, now()) "
-                "ON CONFLICT (executor_id) DO UPDATE SET seen = now()",
-                (executor,),
-            )
-            dead = db.execute(
-                "DELETE FROM agent_heartbeats WHERE executor_id IN (SELECT executor_id FROM "
-                "agent_heartbeats WHERE seen < now() - make_interval(secs => %s) "
-                "FOR UPDATE SKIP LOCKED) RETURNING executor_id",
-                (LEASE_S,),
-            ).fetchall()
-            for (executor_id,) in dead:
-                DBOS._recover_pending_workflows([executor_id])  # re-enqueues them
+            beat(db, executor)
+            recover_dead_executors(db, DBOS)
 
 
 def submit() -> None:
