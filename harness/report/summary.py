@@ -12,10 +12,11 @@ import rich.console
 import rich.table
 
 from harness.checkers import verdict as verdict_module
-from harness.report import grid, terminal
+from harness.report import grid, narrow, terminal
 from harness.trial import runner
 
 STYLE = terminal.STYLE
+ROWS_TITLE = "scenario: trials per verdict (P pass, F fail, I inconclusive, E error)"
 
 
 def print_summary(
@@ -38,7 +39,10 @@ def print_summary(
         table.add_column(name, justify="center")
     for row in rows:
         table.add_row(row, *[terminal.counts(cells.get((name, row), [])) for name in scenarios])
-    console.print(table)
+    if narrow.grid_fits(console, table):
+        console.print(table)
+    else:
+        narrow.print_rows(console, ROWS_TITLE, scenario_rows(outcomes))
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
             failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
@@ -56,6 +60,26 @@ def print_summary(
                 f" declared but never reached by any scenario: {', '.join(unreached)}",
             )
         )
+
+
+def scenario_rows(outcomes: list[runner.TrialOutcome]) -> list[narrow.Row]:
+    """A row per scenario, in the order first met, naming its trials that did not pass."""
+    by_scenario: dict[str, list[runner.TrialOutcome]] = {}
+    for outcome in outcomes:
+        by_scenario.setdefault(outcome.spec.scenario.name, []).append(outcome)
+    rows = []
+    for name, trials in by_scenario.items():
+        verdicts = [trial.verdict for trial in trials]
+        notes = [
+            (terminal.verdict(value, f"{value.value} at"), labels)
+            for value in verdict_module.SEVERITY
+            if value is not verdict_module.Verdict.PASS
+            if (labels := [t.spec.label for t in trials if t.verdict is value])
+        ]
+        rows.append(
+            narrow.Row(name, verdict_module.worst(verdicts), terminal.counts(verdicts), notes)
+        )
+    return rows
 
 
 def outcome_json(outcome: runner.TrialOutcome) -> dict[str, Any]:
