@@ -6,6 +6,7 @@ import collections
 import json
 import pathlib
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
 import rich.console
@@ -42,7 +43,8 @@ def print_summary(
     if narrow.grid_fits(console, table):
         console.print(table)
     else:
-        narrow.print_rows(console, ROWS_TITLE, scenario_rows(outcomes))
+        trials = ((o.spec.scenario.name, o.spec.label, o.verdict) for o in outcomes)
+        narrow.print_rows(console, ROWS_TITLE, scenario_rows(trials))
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
             failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
@@ -62,19 +64,20 @@ def print_summary(
         )
 
 
-def scenario_rows(outcomes: list[runner.TrialOutcome]) -> list[narrow.Row]:
-    """A row per scenario, in the order first met, naming its trials that did not pass."""
-    by_scenario: dict[str, list[runner.TrialOutcome]] = {}
-    for outcome in outcomes:
-        by_scenario.setdefault(outcome.spec.scenario.name, []).append(outcome)
+def scenario_rows(trials: Iterable[tuple[str, str, verdict_module.Verdict]]) -> list[narrow.Row]:
+    """A row per scenario of (scenario, label, verdict) trials, in the order first met,
+    naming its trials that did not pass."""
+    by_scenario: dict[str, list[tuple[str, verdict_module.Verdict]]] = {}
+    for scenario, label, value in trials:
+        by_scenario.setdefault(scenario, []).append((label, value))
     rows = []
-    for name, trials in by_scenario.items():
-        verdicts = [trial.verdict for trial in trials]
+    for name, labelled in by_scenario.items():
+        verdicts = [value for _, value in labelled]
         notes = [
             (terminal.verdict(value, f"{value.value} at"), labels)
             for value in verdict_module.SEVERITY
             if value is not verdict_module.Verdict.PASS
-            if (labels := [t.spec.label for t in trials if t.verdict is value])
+            if (labels := [label for label, seen in labelled if seen is value])
         ]
         rows.append(
             narrow.Row(name, verdict_module.worst(verdicts), terminal.counts(verdicts), notes)

@@ -11,6 +11,7 @@ import click.testing
 from harness.cli import merge
 from harness.report import github
 from tests.campaigns import test_merge_certify as shards
+from tests.campaigns import test_shard_merge as matrix_shards
 
 
 def invoke(tmp_path: pathlib.Path, env: dict[str, str]) -> click.testing.Result:
@@ -42,3 +43,23 @@ def test_outside_github_the_merge_writes_neither(tmp_path: pathlib.Path) -> None
     result = invoke(tmp_path, {github.SUMMARY_VARIABLE: "", "GITHUB_ACTIONS": ""})
     assert result.exit_code == 0, result.output
     assert not any(line.startswith("::") for line in result.output.splitlines())
+
+
+def test_a_matrix_merge_names_every_scenario_and_annotates_its_failures(
+    tmp_path: pathlib.Path,
+) -> None:
+    directories = [str(path) for path in matrix_shards._write_shards(tmp_path, 2)]
+    path = tmp_path / "step-summary.md"
+    env = {github.SUMMARY_VARIABLE: str(path), "GITHUB_ACTIONS": "true"}
+    arguments = [*directories, "--out", str(tmp_path / "merged")]
+    result = click.testing.CliRunner().invoke(merge.merge, arguments, env=env)
+    assert result.exit_code == 1, result.output  # kill@tool.started#7 FAILed
+    lines = result.output.splitlines()
+    [row] = [i for i, line in enumerate(lines) if line.split() == ["FAIL", "refund", "F1", "P39"]]
+    assert lines[row + 1].split() == ["FAIL", "at:", "kill@tool.started#7"]
+    annotations = [line for line in lines if line.startswith("::")]
+    assert annotations == [
+        "::error title=crashcert refund kill@tool.started#7::crashcert run --scenario refund"
+        "%0AFAIL x: s"
+    ]
+    assert "| refund | FAIL | 40 | 39 | 1 | 0 | 0 |" in path.read_text().splitlines()
