@@ -23,6 +23,7 @@ INDENT = 4
 # Longer names are not padded: the counts follow after two spaces.
 NAME_COLUMN = 40
 UNBOUNDED = 100_000
+LOG_COLUMNS = 80
 VERDICT_COLUMN = max(len(v.value) for v in Verdict)
 
 
@@ -48,12 +49,15 @@ def grid_fits(console: rich.console.Console, table: rich.table.Table) -> bool:
 def print_rows(console: rich.console.Console, title: str, rows: Iterable[Row]) -> None:
     console.print(title, soft_wrap=True)
     chosen = list(rows)
+    # A log's reader may be as narrow as 80 columns whatever width the console was given
+    # (terminal.make_console gives a log 160, for the tables that stay tables).
+    wrap = console.width if console.is_terminal else min(console.width, LOG_COLUMNS)
     width = min(max((len(row.name) for row in chosen), default=0), NAME_COLUMN)
     for row in chosen:
         head = terminal.verdict(row.verdict, f"{row.verdict.value:{VERDICT_COLUMN}}")
         console.print(terminal.line(head, f" {row.name:{width}}  ", row.counts), soft_wrap=True)
         for heading, items in row.notes:
-            for text in packed(heading, items, width=console.width):
+            for text in packed(heading, items, width=wrap):
                 console.print(text, soft_wrap=True)  # already wrapped: never folded again
 
 

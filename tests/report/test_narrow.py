@@ -98,6 +98,15 @@ def test_an_80_column_log_names_every_scenario_its_verdict_and_each_failing_poin
             assert notes[:2] == [worst.value, "at:"], name
 
 
+def test_a_log_wraps_at_80_columns_whatever_its_console_width() -> None:
+    outcomes, _ = matrix()
+    wide_log = rich.console.Console(file=io.StringIO(), width=160, force_terminal=False)
+    lines = render(wide_log, outcomes)
+    notes = [line for line in lines if line.startswith(" " * narrow.INDENT)]
+    assert notes and all(len(line) <= 80 for line in notes)
+    assert any(len(line) > 70 for line in notes)  # filled up to the width, not one per line
+
+
 def test_a_wide_terminal_still_gets_the_grid() -> None:
     outcomes, _ = matrix()
     outcomes = [o for o in outcomes if o.spec.scenario.name in NAMES[:4]]
