@@ -29,7 +29,7 @@ from harness.contract import boundaries
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
-from harness.report import summary, terminal
+from harness.report import narrow, summary, terminal
 from harness.scenario import schema
 from harness.trial import runner
 
@@ -332,6 +332,33 @@ def _class_verdicts(cert: Certification, invariant: str, name: str) -> list[Verd
     return [trial.verdict(invariant) for trial in cert.in_class(name)]
 
 
+def _invariant_rows(cert: Certification) -> list[narrow.Row]:
+    """The table as rows for a narrow log: each invariant's counts, per fault class, and
+    the trials where it FAILed or ERRORed named in full."""
+    rows = []
+    several = len(cert.modes) > 1
+    for invariant in cert.invariants:
+        overall = cert.verdict_of(invariant)
+        notes: list[tuple[terminal.Part, Sequence[narrow.Item]]] = []
+        if overall is not Verdict.PASS:  # a PASS row's counts say it all
+            by_class = [
+                terminal.line(f"{name} ", terminal.counts(_class_verdicts(cert, invariant, name)))
+                for name in cert.fault_classes
+            ]
+            notes.append(("by fault class", by_class))
+        for value in (Verdict.FAIL, Verdict.ERROR):
+            named = [
+                (f"[{t.mode}] " if several else "") + f"{t.scenario} {t.label}"
+                for t in cert.trials
+                if t.verdict(invariant) is value
+            ]
+            if named:
+                notes.append((terminal.verdict(value, f"{value.value} in"), named))
+        verdicts = [trial.verdict(invariant) for trial in cert.trials]
+        rows.append(narrow.Row(invariant, overall, terminal.counts(verdicts), notes))
+    return rows
+
+
 def print_certification(cert: Certification, *, console: rich.console.Console) -> None:
     table = rich.table.Table(
         title=f"{cert.engine}: invariant x fault class (trials per verdict: P pass, F fail, "
@@ -346,7 +373,11 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         overall = cert.verdict_of(invariant)
         cells = [terminal.counts(_class_verdicts(cert, invariant, name)) for name in classes]
         table.add_row(invariant, terminal.line(terminal.verdict(overall)), *cells)
-    console.print(table)
+    if narrow.grid_fits(console, table):
+        console.print(table)
+    else:
+        title = f"{cert.engine}: per invariant, trials per verdict (P, F, I, E) by fault class"
+        narrow.print_rows(console, title, _invariant_rows(cert))
     held = cert.held
     for item in levels.LEVELS[:-1]:
         missing = [i for i in item.requires if i not in held]
@@ -368,6 +399,8 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
             f"  [{trial.mode}] {trial.scenario} {trial.label}: "
             + ", ".join(f"{r.invariant}={r.verdict.value}" for r in bad)
             + f"\n    rerun: {trial.repro}",
+            markup=False,  # `[boundary]` is text, not a style
+            highlight=False,
         )
         first = next((r for r in bad if r.verdict is Verdict.FAIL), bad[0])
         # Evidence is plain text (it may hold brackets) and names files in the trial

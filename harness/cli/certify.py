@@ -21,7 +21,7 @@ from harness.contract.engines import commands
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
-from harness.report import terminal
+from harness.report import github, terminal
 
 console = terminal.make_console()
 LEVEL_NAMES = ["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"]
@@ -147,6 +147,18 @@ def finish(
         certify_module.write_json(pathlib.Path(json_path), result)
     if markdown_path:
         certify_module.write_markdown(pathlib.Path(markdown_path), result)
+    not_held = [i for i in result.invariants if i not in result.held]
+    github.publish(
+        f"crashcert certify {result.engine}: level {result.level.value}",
+        [
+            f"{levels_module.spec(result.level).meaning} ({len(result.trials)} trials, "
+            f"modes {', '.join(result.modes)})",
+            *([f"Invariants not held: {', '.join(not_held)}."] if not_held else []),
+        ],
+        github.from_records(
+            ({"mode": t.mode, **t.json()} for t in result.trials), mode=len(result.modes) > 1
+        ),
+    )
     if result.errors:
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
     if required and levels_module.rank(result.level) < levels_module.rank(

@@ -25,8 +25,8 @@ from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
 from harness.lab.postgres import dsn as pg_dsn
+from harness.report import github, terminal
 from harness.report import summary as report
-from harness.report import terminal
 from harness.scenario import catalog as scenario_catalog
 from harness.scenario import schema as scenario_module
 from harness.trial import artifacts as store
@@ -137,6 +137,13 @@ def matrix(
     console.print(
         f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (median {median:.2f}s per trial, "
         f"jobs {result.jobs}): {result.verdict.value}"
+    )
+    unreached = ", ".join(result.unreached)
+    github.publish(
+        f"crashcert matrix {engine.name}: {result.verdict.value}",
+        [f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (jobs {result.jobs})."]
+        + ([f"Declared but never reached: {unreached}."] if unreached else []),
+        github.from_records(report.outcome_json(outcome) for outcome in result.outcomes),
     )
     record = None
     if shard is not None:

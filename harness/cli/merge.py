@@ -15,7 +15,7 @@ from harness.campaigns import merge_certify, merge_explore
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.cli import certify, options
-from harness.report import summary, terminal
+from harness.report import github, narrow, summary, terminal
 
 DEFAULT_OUT = "crashcert-merged"
 console = terminal.make_console()
@@ -108,6 +108,8 @@ def _matrix(
         title=f"crashcert matrix ({len(reports)} shards merged)",
     )
     verdict = verdict_module.Verdict(document["verdict"])
+    labelled = [(t["scenario"], t["label"], verdict_module.Verdict(t["verdict"])) for t in trials]
+    narrow.print_rows(console, summary.ROWS_TITLE, summary.scenario_rows(labelled))
     for trial in trials:
         if trial["verdict"] != verdict_module.Verdict.PASS.value:
             console.print(
@@ -116,6 +118,13 @@ def _matrix(
                     f" {trial['scenario']} {trial['label']}\n  rerun: {trial['repro']}",
                 )
             )
+    unreached = ", ".join(document["unreached"])
+    github.publish(
+        f"crashcert matrix ({len(reports)} shards merged): {verdict.value}",
+        [f"{len(trials)} trials from {len(reports)} shards."]
+        + ([f"Declared but never reached: {unreached}."] if unreached else []),
+        github.from_records(trials),
+    )
     if len(held) < len(trials):
         console.print(f"{len(trials) - len(held)} trial directories not here: not in {page}")
     console.print(

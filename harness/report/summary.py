@@ -6,16 +6,18 @@ import collections
 import json
 import pathlib
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
 import rich.console
 import rich.table
 
 from harness.checkers import verdict as verdict_module
-from harness.report import grid, terminal
+from harness.report import grid, narrow, terminal
 from harness.trial import runner
 
 STYLE = terminal.STYLE
+ROWS_TITLE = "scenario: trials per verdict (P pass, F fail, I inconclusive, E error)"
 
 
 def print_summary(
@@ -38,7 +40,11 @@ def print_summary(
         table.add_column(name, justify="center")
     for row in rows:
         table.add_row(row, *[terminal.counts(cells.get((name, row), [])) for name in scenarios])
-    console.print(table)
+    if narrow.grid_fits(console, table):
+        console.print(table)
+    else:
+        trials = ((o.spec.scenario.name, o.spec.label, o.verdict) for o in outcomes)
+        narrow.print_rows(console, ROWS_TITLE, scenario_rows(trials))
     for outcome in outcomes:
         if outcome.verdict is not verdict_module.Verdict.PASS:
             failing = ", ".join(f"{r.invariant}={r.verdict.value}" for r in outcome.failing)
@@ -56,6 +62,27 @@ def print_summary(
                 f" declared but never reached by any scenario: {', '.join(unreached)}",
             )
         )
+
+
+def scenario_rows(trials: Iterable[tuple[str, str, verdict_module.Verdict]]) -> list[narrow.Row]:
+    """A row per scenario of (scenario, label, verdict) trials, in the order first met,
+    naming its trials that did not pass."""
+    by_scenario: dict[str, list[tuple[str, verdict_module.Verdict]]] = {}
+    for scenario, label, value in trials:
+        by_scenario.setdefault(scenario, []).append((label, value))
+    rows = []
+    for name, labelled in by_scenario.items():
+        verdicts = [value for _, value in labelled]
+        notes = [
+            (terminal.verdict(value, f"{value.value} at"), labels)
+            for value in verdict_module.SEVERITY
+            if value is not verdict_module.Verdict.PASS
+            if (labels := [label for label, seen in labelled if seen is value])
+        ]
+        rows.append(
+            narrow.Row(name, verdict_module.worst(verdicts), terminal.counts(verdicts), notes)
+        )
+    return rows
 
 
 def outcome_json(outcome: runner.TrialOutcome) -> dict[str, Any]:

@@ -56,7 +56,9 @@ def outcomes() -> list[runner.TrialOutcome]:
 
 def terminal_rows() -> dict[str, str]:
     """Each row's name and cell text of the terminal table (one scenario: one cell)."""
-    console = rich.console.Console(file=io.StringIO(), width=200)
+    console = rich.console.Console(
+        file=io.StringIO(), width=200, force_terminal=True, color_system=None
+    )
     summary.print_summary(outcomes(), console=console)
     rows = {}
     for line in console.file.getvalue().splitlines():  # type: ignore[attr-defined]

@@ -31,7 +31,9 @@ def outcome(fault: str | None, result: verdict.Verdict) -> runner.TrialOutcome:
 
 
 def table(outcomes: list[runner.TrialOutcome]) -> list[str]:
-    console = rich.console.Console(file=io.StringIO(), width=200)
+    console = rich.console.Console(
+        file=io.StringIO(), width=200, force_terminal=True, color_system=None
+    )
     summary.print_summary(outcomes, console=console)
     return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
 
