@@ -13,14 +13,13 @@ import dataclasses
 import json
 import pathlib
 import time
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import rich.console
 import rich.table
 
 from harness import checkers, errors
-from harness.campaigns import certify_table, interrupt
+from harness.campaigns import cert_trial, certify_table, coverage, interrupt
 from harness.campaigns import matrix as matrix_module
 from harness.campaigns import shard as shard_module
 from harness.checkers import levels
@@ -29,124 +28,26 @@ from harness.contract import boundaries
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
-from harness.report import summary, terminal
+from harness.report import terminal
 from harness.scenario import schema
 from harness.trial import runner
 
-Mode = Literal["boundary", "blackbox"]
+Mode = cert_trial.Mode
 MODES: tuple[str, ...] = ("auto", "boundary", "blackbox", "both")
 DEFAULT_TIME_KILLS = 2
 # Matches no point: a mode whose points were all filtered out runs its baselines only.
 _NO_POINT = "-"
-TIME = "time"
+TIME = cert_trial.TIME
 # A shard's plan names a scenario's time kills as one item: their moments come from the
 # wall-clock span of the baseline, which differs on every machine; one shard runs them all.
 TIME_KILLS = "time kills"
-PLAN_APPLIED = "plan.applied"
+PLAN_APPLIED = cert_trial.PLAN_APPLIED
 Verdict = verdict_module.Verdict
 
 
-class Counted:
-    """How a certificate counts a trial's results (a live trial's or a shard's record)."""
-
-    def checks(self) -> Sequence[verdict_module.CheckResult]:
-        raise NotImplementedError
-
-    def result(self, invariant: str) -> verdict_module.CheckResult | None:
-        return next((r for r in self.checks() if r.invariant == invariant), None)
-
-    @property
-    def struck(self) -> bool:
-        """Every planned fault struck (plan.applied PASSed); a baseline has none to strike."""
-        applied = self.result(PLAN_APPLIED)
-        return applied is None or applied.verdict is Verdict.PASS
-
-    def verdict(self, invariant: str) -> Verdict:
-        """The invariant's verdict as the certificate counts it. A PASS in a trial whose
-        fault never struck shows nothing (INCONCLUSIVE): the run was never put to the test.
-        A FAIL stays a FAIL; a missing result is an ERROR."""
-        result = self.result(invariant)
-        if result is None:
-            return Verdict.ERROR
-        if result.verdict is Verdict.PASS and not self.struck:
-            return Verdict.INCONCLUSIVE
-        return result.verdict
-
-
-@dataclasses.dataclass(frozen=True)
-class CertTrial(Counted):
-    mode: Mode
-    outcome: runner.TrialOutcome
-
-    @property
-    def fault_class(self) -> str:
-        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time / ACTION@run (a
-        per-run fault, submit_twice) of its first fault."""
-        plan = self.outcome.spec.plan
-        if not plan:
-            return "baseline"
-        point = plan[0].point
-        if boundaries.is_world_point(point):
-            where = "world"
-        elif boundaries.time_point_seconds(point) is not None:
-            where = TIME
-        elif point == fault_spec.RUN_POINT:
-            where = fault_spec.RUN_POINT
-        else:
-            where = "boundary"
-        return f"{plan[0].action}@{where}"
-
-    def checks(self) -> Sequence[verdict_module.CheckResult]:
-        return self.outcome.results
-
-    @property
-    def scenario(self) -> str:
-        return self.outcome.spec.scenario.name
-
-    @property
-    def label(self) -> str:
-        return self.outcome.spec.label
-
-    @property
-    def trial_verdict(self) -> Verdict:
-        return self.outcome.verdict
-
-    @property
-    def repro(self) -> str:
-        return self.outcome.repro
-
-    @property
-    def directory(self) -> str:
-        return str(self.outcome.directory)
-
-    def json(self) -> dict[str, Any]:
-        return summary.outcome_json(self.outcome)
-
-
-class Trial(Protocol):
-    """What a certificate needs of a trial: a CertTrial, or one a shard recorded
-    (harness/campaigns/merge_certify.py)."""
-
-    @property
-    def mode(self) -> Mode: ...
-    @property
-    def fault_class(self) -> str: ...
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def trial_verdict(self) -> Verdict: ...
-    @property
-    def repro(self) -> str: ...
-    @property
-    def directory(self) -> str: ...
-    @property
-    def struck(self) -> bool: ...
-    def checks(self) -> Sequence[verdict_module.CheckResult]: ...
-    def result(self, invariant: str) -> verdict_module.CheckResult | None: ...
-    def verdict(self, invariant: str) -> Verdict: ...
-    def json(self) -> dict[str, Any]: ...
+Counted = cert_trial.Counted
+CertTrial = cert_trial.CertTrial
+Trial = cert_trial.Trial
 
 
 @dataclasses.dataclass
@@ -165,10 +66,33 @@ class Certification:
     framework: str = ""
     framework_version: str = ""
     date: str = dataclasses.field(default_factory=certify_table.today)
+    # The trials its levels ask for (coverage.py), read from the baselines when None.
+    required: list[coverage.Required] | None = None
 
     @property
     def invariants(self) -> tuple[str, ...]:
         return checkers.INVARIANTS
+
+    @property
+    def requirements(self) -> list[coverage.Required]:
+        if self.required is not None:
+            return self.required
+        found: list[coverage.Required] = []
+        for trial in self.trials:
+            outcome = getattr(trial, "outcome", None)
+            if outcome is not None and not outcome.spec.plan:
+                found.extend(coverage.required_of(trial.mode, outcome.history))
+        return found
+
+    @property
+    def coverage(self) -> dict[str, levels.Coverage]:
+        return coverage.by_class(self.requirements, self.trials)
+
+    @property
+    def faults_run(self) -> list[str]:
+        """The fault classes of the trials, in the order they first ran (kill, pause, ...)."""
+        names = [t.fault_class.partition("@")[0] for t in self.trials]
+        return list(dict.fromkeys(n for n in names if n != "baseline"))
 
     def verdict_of(self, invariant: str, trials: list[Trial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
@@ -181,8 +105,24 @@ class Certification:
         return {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
 
     @property
-    def level(self) -> levels.Level:
+    def evidence_level(self) -> levels.Level:
+        """What the trials that ran showed, before coverage caps it."""
         return levels.grant(self.held)
+
+    @property
+    def level(self) -> levels.Level:
+        """The evidence, capped at the highest level whose fault classes all struck at
+        every applicable point."""
+        return levels.earned(self.held, self.coverage)
+
+    @property
+    def title(self) -> str:
+        """'CRASH-SAFE (FULL needs pause, commit_lost not run)'."""
+        return levels.title(self.held, self.coverage)
+
+    @property
+    def badge(self) -> str:
+        return levels.badge(self.level, self.faults_run)
 
     @property
     def fault_classes(self) -> list[str]:
@@ -243,35 +183,43 @@ def certify(
     jobs: interrupt.Jobs = 2,
     progress: matrix_module.Progress | None = None,
     shard: shard_module.Shard | None = None,
+    quick: bool = False,
 ) -> Certification:
     """Run the matrix in each mode; `points` mixes boundary names, world points and `time`.
 
-    With a `shard`, every baseline runs and only the shard's fault trials (a scenario's
-    time kills go together to the shard that owns its TIME_KILLS item)."""
+    Without `faults` and `points`, every trial the top level asks for (levels.py, at the
+    points it asks for them); `quick`, the declared smaller set levels.QUICK_CLASSES, which
+    can never earn FULL; `points` alone, kills there (as it always meant). With a `shard`,
+    every baseline runs and only the shard's fault trials (a scenario's time kills go
+    together to the shard that owns its TIME_KILLS item)."""
     started = time.monotonic()
-    faults = faults or ["kill"]
     modes = resolve_modes(mode, lab.engine.boundaries)
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
     result.framework, result.framework_version = certify_table.framework_of(lab.engine)
+    result.required = []
     for chosen in modes:
         mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
+        classes, select = _plan_for(chosen, faults, points, quick=quick)
         matrix = matrix_module.run_matrix(
             mode_lab,
             scenarios,
             out_dir=out_dir / chosen,
             engine_ref=engine_ref,
-            faults=faults,
+            faults=classes,
             seed=seed,
             jobs=jobs,
             points=wanted,
             progress=progress,
             shard=shard,
+            select=select,
         )
         result.trials.extend(CertTrial(chosen, outcome) for outcome in matrix.outcomes)
+        for outcome in (o for o in matrix.outcomes if not o.spec.plan):
+            result.required.extend(coverage.required_of(chosen, outcome.history))
         result.planned.extend((chosen, scenario, label) for scenario, label in matrix.planned)
         result.unreached.extend(f"{chosen}:{point}" for point in matrix.unreached)
-        timed = "kill" in faults and (points is None or TIME in points)
+        timed = "kill" in classes and (points is None or TIME in points)
         if chosen == "blackbox" and timed and time_kills > 0:
             baselines = [o for o in matrix.outcomes if not o.spec.plan]
             names = [o.spec.scenario.name for o in baselines]
@@ -286,6 +234,22 @@ def certify(
     result.wall_s = time.monotonic() - started
     result.jobs = interrupt.describe(jobs)
     return result
+
+
+def _plan_for(
+    mode: Mode, faults: list[str] | None, points: list[str] | None, *, quick: bool
+) -> tuple[list[str], matrix_module.Select | None]:
+    """The classes to plan in `mode` and which of their trials to keep: a plain or quick
+    certification only those its levels ask for; explicit faults or points, all of them."""
+    if faults is None and points is None:
+        mode_classes = coverage.classes_for(mode)
+        chosen = levels.QUICK_CLASSES if quick else mode_classes
+        return [f for f in mode_classes if f in chosen], _required_step
+    return list(faults or ["kill"]), None
+
+
+def _required_step(steps: list[fault_spec.FaultStep]) -> bool:
+    return levels.required_at(steps[0].action, steps[0].point)
 
 
 def _points_for(mode: Mode, points: list[str] | None) -> list[str] | None:
@@ -350,13 +314,16 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
     held = cert.held
     for item in levels.LEVELS[:-1]:
         missing = [i for i in item.requires if i not in held]
+        missing += levels.short_of(item.level, cert.coverage)
         mark = ("holds", "green") if not missing else ("not held", "red")
         rest = f": {', '.join(missing)}" if missing else ""
         console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))
+    for line in coverage_lines(cert):
+        console.print(f"  {line}", markup=False, highlight=False)
     level = cert.level
     console.print(
         terminal.line(
-            (f"level {level.value}", "bold"),
+            (f"level {cert.title}", "bold"),
             f": {levels.spec(level).meaning} "
             f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s"
             + (f", jobs {cert.jobs})" if cert.jobs else ")"),
@@ -385,8 +352,17 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         console.print(terminal.line(unreached, f": {', '.join(cert.unreached)}"))
 
 
+def coverage_lines(cert: Certification) -> list[str]:
+    """'faults run: kill, pause' and, per scenario, required trials struck / required."""
+    lines = [f"faults run: {', '.join(cert.faults_run) or 'none'}"]
+    per_scenario = coverage.by_scenario(cert.requirements, cert.trials)
+    lines += [f"coverage {name}: {coverage.line(c)}" for name, c in per_scenario.items()]
+    return lines
+
+
 def to_json(cert: Certification) -> dict[str, Any]:
     held = cert.held
+    covered = cert.coverage
     return {
         "engine": cert.engine,
         "engine_ref": cert.engine_ref,
@@ -394,15 +370,29 @@ def to_json(cert: Certification) -> dict[str, Any]:
         "framework_version": cert.framework_version,
         "date": cert.date,
         "level": cert.level.value,
-        "badge": levels.badge(cert.level),
+        "title": cert.title,
+        "evidence_level": cert.evidence_level.value,
+        "badge": cert.badge,
         "modes": list(cert.modes),
+        "faults_run": cert.faults_run,
+        "coverage": {
+            "by_class": {fault: c.text() for fault, c in covered.items()},
+            "by_scenario": {
+                name: {fault: c.text() for fault, c in per.items()}
+                for name, per in coverage.by_scenario(cert.requirements, cert.trials).items()
+            },
+        },
+        "required": [item.json() for item in cert.requirements],
         "levels": [
             {
                 "level": item.level.value,
                 "requires": list(item.requires),
+                "fault_classes": list(levels.required_classes(item.level)),
                 "meaning": item.meaning,
-                "holds": set(item.requires) <= held,
+                "holds": cert.level is item.level
+                or levels.rank(cert.level) > levels.rank(item.level),
                 "not_held": [i for i in item.requires if i not in held],
+                "not_covered": levels.short_of(item.level, covered),
             }
             for item in levels.LEVELS
         ],
@@ -457,21 +447,24 @@ def to_markdown(cert: Certification) -> str:
     lines = [
         f"# crashcert certification: {cert.engine}",
         "",
-        levels.badge(level),
+        cert.badge,
         "",
-        f"**Level {level.value}**: {levels.spec(level).meaning}.",
+        f"**Level {cert.title}**: {levels.spec(level).meaning}.",
         "",
         f"{len(cert.trials)} trials in {cert.wall_s:.1f}s; modes: {', '.join(cert.modes)}; "
         f"scenarios: {', '.join(sorted({t.scenario for t in cert.trials}))}.",
         "",
-        "| level | holds | invariants not held |",
-        "|---|---|---|",
+        *(f"- {line}" for line in coverage_lines(cert)),
+        "",
+        "| level | holds | invariants not held | fault classes not covered |",
+        "|---|---|---|---|",
     ]
     for item in levels.LEVELS[:-1]:
         missing = [i for i in item.requires if i not in held]
+        short = levels.short_of(item.level, cert.coverage)
         lines.append(
-            f"| {item.level.value} | {'yes' if not missing else 'no'} | "
-            f"{', '.join(missing) or '-'} |"
+            f"| {item.level.value} | {'yes' if not (missing or short) else 'no'} | "
+            f"{', '.join(missing) or '-'} | {', '.join(short) or '-'} |"
         )
     classes = cert.fault_classes
     lines += [

@@ -38,11 +38,17 @@ def _certificate() -> certify.Certification:
 def test_one_row_per_mode_with_its_own_level() -> None:
     cert = _certificate()
     boundary, blackbox = certify_table.rows(cert)
-    boundary_level = certify.Certification(
+    boundary_alone = certify.Certification(
         engine="e", engine_ref="e", modes=["boundary"], trials=cert.trials[:1]
-    ).level.value
-    assert boundary.startswith(f"| LangGraph | 1.2.3 | lg_naive | boundary | {boundary_level} |")
-    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE |")
+    )
+    # a baseline alone ran no fault: every invariant held, and the level says what is missing
+    assert boundary_alone.evidence_level.value == "FULL"
+    assert boundary_alone.title.startswith("NONE (FULL needs kill, pause, ")
+    assert boundary.startswith(
+        f"| LangGraph | 1.2.3 | lg_naive | boundary | {certify_table._cell(boundary_alone.title)} "
+        "| - | 0/"
+    )
+    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE | kill | 0/")
     # the unstruck kill shows nothing: its invariants are named with the reason
     assert "`tool.at_most_once` INCONCLUSIVE" in blackbox
     assert blackbox.endswith(f"| 2026-12-01 | {certify_table.installed('crashcert')} |")
