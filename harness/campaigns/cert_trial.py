@@ -16,6 +16,11 @@ from harness.trial import runner
 Mode = Literal["boundary", "blackbox"]
 TIME = "time"
 PLAN_APPLIED = "plan.applied"
+FRONTIER = "frontier.monotonic"
+# frontier.check's PASS names the checkpoint rows it judged ("5 checkpoint rows from v1 to
+# v5"): versions read from a durable record the engine exports, not only from what its
+# hits say about themselves (a test pins the wording).
+DURABLE_FRONTIER = "checkpoint rows from v"
 Verdict = verdict_module.Verdict
 
 
@@ -44,6 +49,17 @@ class Counted:
         if result.verdict is Verdict.PASS and not self.struck:
             return Verdict.INCONCLUSIVE
         return result.verdict
+
+    def self_reported(self, invariant: str) -> bool:
+        """A frontier PASS resting only on the engine's own detail.frontier_version: a
+        computed number would pass it, so it does not count toward a level."""
+        result = self.result(invariant)
+        return (
+            invariant == FRONTIER
+            and result is not None
+            and result.verdict is Verdict.PASS
+            and DURABLE_FRONTIER not in result.summary
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,4 +135,5 @@ class Trial(Protocol):
     def checks(self) -> Sequence[verdict_module.CheckResult]: ...
     def result(self, invariant: str) -> verdict_module.CheckResult | None: ...
     def verdict(self, invariant: str) -> Verdict: ...
+    def self_reported(self, invariant: str) -> bool: ...
     def json(self) -> dict[str, Any]: ...

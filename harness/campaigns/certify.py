@@ -101,8 +101,24 @@ class Certification:
 
     @property
     def held(self) -> set[str]:
-        """Invariants that PASSed in every trial."""
-        return {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
+        """Invariants that PASSed in every trial, none of them on self-reported evidence."""
+        passed = {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
+        return passed - set(self.self_reported)
+
+    @property
+    def self_reported(self) -> dict[str, int]:
+        """Invariant -> trials whose PASS rests only on what the engine said of itself."""
+        counts = {i: sum(t.self_reported(i) for t in self.trials) for i in self.invariants}
+        return {i: n for i, n in counts.items() if n}
+
+    def not_held(self, item: levels.LevelSpec) -> list[str]:
+        """The level's invariants that did not hold, a self-reported one said so."""
+        reported = self.self_reported
+        return [
+            f"{i} (self-reported)" if i in reported else i
+            for i in item.requires
+            if i not in self.held
+        ]
 
     @property
     def evidence_level(self) -> levels.Level:
@@ -311,10 +327,8 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         cells = [terminal.counts(_class_verdicts(cert, invariant, name)) for name in classes]
         table.add_row(invariant, terminal.line(terminal.verdict(overall)), *cells)
     console.print(table)
-    held = cert.held
     for item in levels.LEVELS[:-1]:
-        missing = [i for i in item.requires if i not in held]
-        missing += levels.short_of(item.level, cert.coverage)
+        missing = cert.not_held(item) + levels.short_of(item.level, cert.coverage)
         mark = ("holds", "green") if not missing else ("not held", "red")
         rest = f": {', '.join(missing)}" if missing else ""
         console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))
@@ -355,13 +369,18 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
 def coverage_lines(cert: Certification) -> list[str]:
     """'faults run: kill, pause' and, per scenario, required trials struck / required."""
     lines = [f"faults run: {', '.join(cert.faults_run) or 'none'}"]
+    for invariant, count in cert.self_reported.items():
+        lines.append(
+            f"{invariant}: self-reported in {count} trial(s) (the engine's own "
+            "detail.frontier_version, no checkpoints table exported to check it against): "
+            "not counted toward a level"
+        )
     per_scenario = coverage.by_scenario(cert.requirements, cert.trials)
     lines += [f"coverage {name}: {coverage.line(c)}" for name, c in per_scenario.items()]
     return lines
 
 
 def to_json(cert: Certification) -> dict[str, Any]:
-    held = cert.held
     covered = cert.coverage
     return {
         "engine": cert.engine,
@@ -391,7 +410,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
                 "meaning": item.meaning,
                 "holds": cert.level is item.level
                 or levels.rank(cert.level) > levels.rank(item.level),
-                "not_held": [i for i in item.requires if i not in held],
+                "not_held": cert.not_held(item),
                 "not_covered": levels.short_of(item.level, covered),
             }
             for item in levels.LEVELS
@@ -399,6 +418,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
         "invariants": {
             invariant: {
                 "verdict": cert.verdict_of(invariant).value,
+                "self_reported": invariant in cert.self_reported,
                 "by_fault_class": {
                     name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
                     for name in cert.fault_classes
@@ -443,7 +463,6 @@ def write_json(path: pathlib.Path, cert: Certification) -> None:
 
 def to_markdown(cert: Certification) -> str:
     level = cert.level
-    held = cert.held
     lines = [
         f"# crashcert certification: {cert.engine}",
         "",
@@ -460,7 +479,7 @@ def to_markdown(cert: Certification) -> str:
         "|---|---|---|---|",
     ]
     for item in levels.LEVELS[:-1]:
-        missing = [i for i in item.requires if i not in held]
+        missing = cert.not_held(item)
         short = levels.short_of(item.level, cert.coverage)
         lines.append(
             f"| {item.level.value} | {'yes' if not (missing or short) else 'no'} | "

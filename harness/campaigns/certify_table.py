@@ -61,7 +61,7 @@ def first_problem(cert: Certification, invariant: str) -> str:
 
 
 def _why(cert: Certification) -> str:
-    parts = []
+    parts = [f"`{i}` self-reported" for i in cert.self_reported]
     for invariant in cert.invariants:
         verdict = cert.verdict_of(invariant)
         if verdict is not verdict_module.Verdict.PASS:

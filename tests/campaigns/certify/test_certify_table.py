@@ -41,9 +41,10 @@ def test_one_row_per_mode_with_its_own_level() -> None:
     boundary_alone = certify.Certification(
         engine="e", engine_ref="e", modes=["boundary"], trials=cert.trials[:1]
     )
-    # a baseline alone ran no fault: every invariant held, and the level says what is missing
-    assert boundary_alone.evidence_level.value == "FULL"
-    assert boundary_alone.title.startswith("NONE (FULL needs kill, pause, ")
+    # a baseline alone ran no fault: the level says what is missing (its frontier is only
+    # the hits' own detail.frontier_version: self-reported, so FULL was never in reach)
+    assert boundary_alone.evidence_level.value == "CRASH-SAFE"
+    assert boundary_alone.title == "NONE (CRASH-SAFE needs kill, submit_twice not run)"
     assert boundary.startswith(
         f"| LangGraph | 1.2.3 | lg_naive | boundary | {certify_table._cell(boundary_alone.title)} "
         "| - | 0/"

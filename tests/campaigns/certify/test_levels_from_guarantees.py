@@ -4,22 +4,39 @@ trial results: the required trials come from a literal baseline, as a live certi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from harness import checkers
-from harness.campaigns import certify, coverage, merge_certify
-from harness.checkers import levels
+from harness.campaigns import cert_trial, certify, coverage, merge_certify
+from harness.checkers import frontier, levels
 from harness.faults import spec as fault_spec
-from tests.checkers import builders
+from tests.checkers import builders, test_check_frontier
 
 LATE_WORKER_BREAKS = ("tool.at_most_once", "lease.fencing", "model.once_after_decision")
 
 
+FRONTIER = "frontier.monotonic"
+
+
+def _summary(name: str) -> str:
+    # a frontier PASS read from an exported checkpoints table, as frontier.check words it
+    return (
+        "4 checkpoint rows from v1 to v4, each step an allowed transition"
+        if name == FRONTIER
+        else "s"
+    )
+
+
 def _trial(mode: str, label: str, fault: str, failing: tuple[str, ...] = ()) -> Any:
     results = [
-        {"invariant": name, "verdict": "FAIL" if name in failing else "PASS", "summary": "s"}
+        {
+            "invariant": name,
+            "verdict": "FAIL" if name in failing else "PASS",
+            "summary": _summary(name),
+        }
         for name in checkers.INVARIANTS
     ]
     plan = [] if fault == "baseline" else [label]
@@ -140,3 +157,38 @@ def test_every_rendering_names_the_classes_and_the_coverage(rendering: str) -> N
     )
     assert "faults run: kill" in text
     assert "coverage boundary:refund: 35/116: kill 35/35, pause 0/33" in text
+
+
+def test_a_plain_certify_plans_what_the_top_level_asks_for_and_quick_less() -> None:
+    classes, select = certify._plan_for("boundary", None, None, quick=False)
+    assert classes == list(levels.REQUIRED_CLASSES) and select is not None
+    assert not select([fault_spec.parse("tool_cut@reply.sending#1")])
+    assert select([fault_spec.parse("tool_cut@tool.started#1")])
+    quick, _ = certify._plan_for("boundary", None, None, quick=True)
+    assert quick == list(levels.QUICK_CLASSES)
+    # explicit faults or points keep their meaning: what they name, everywhere it applies
+    assert certify._plan_for("boundary", None, ["tool.started"], quick=False) == (["kill"], None)
+    assert certify._plan_for("boundary", ["pause"], None, quick=False) == (["pause"], None)
+
+
+def test_a_frontier_read_only_from_the_engines_own_hits_is_self_reported() -> None:
+    every = {fault: () for fault in levels.REQUIRED_CLASSES}
+    cert = _certificate(every)
+    baseline = cert.trials[0]
+    reported = [r for r in baseline.checks() if r.invariant != FRONTIER]
+    reported.append(frontier.check(builders.clean()))  # hits only: detail.frontier_version
+    cert.trials[0] = dataclasses.replace(baseline, results=tuple(reported))
+    assert cert.verdict_of(FRONTIER).value == "PASS"
+    assert cert.self_reported == {FRONTIER: 1}
+    assert cert.level is levels.Level.CRASH_SAFE
+    assert "frontier.monotonic (self-reported)" in certify.to_markdown(cert)
+    assert certify.to_json(cert)["invariants"][FRONTIER]["self_reported"] is True
+
+
+def test_a_frontier_checked_against_the_checkpoints_table_is_not() -> None:
+    trial = builders.clean_trial()
+    trial.engine_tables = {"checkpoints": test_check_frontier.CLEAN_ROWS}
+    result = frontier.check(trial.build())
+    assert result.verdict.value == "PASS"
+    assert cert_trial.DURABLE_FRONTIER in result.summary  # the wording certify reads
+    assert cert_trial.DURABLE_FRONTIER not in frontier.check(builders.clean()).summary
