@@ -34,11 +34,14 @@ def installed(package: str) -> str:
 
 
 def framework_of(engine: Any) -> tuple[str, str]:
-    """(name, installed version) of the framework an engine description names, or ("", "")."""
+    """(name, version) of the framework an engine description names, or ("", ""): the
+    version the engine's own interpreter reports (CommandEngine.framework_version), never
+    the one the harness's environment happens to hold."""
     framework = getattr(getattr(engine, "description", None), "framework", None)
     if framework is None:
         return "", ""
-    return framework.name, installed(framework.package)
+    version = getattr(engine, "framework_version", None)
+    return framework.name, version() if callable(version) else "unknown"
 
 
 def today() -> str:
