@@ -16,6 +16,7 @@ from harness.trial import runner
 Mode = Literal["boundary", "blackbox"]
 TIME = "time"
 PLAN_APPLIED = "plan.applied"
+ACTIONS = "scenario.actions"  # harness/trial/actions.py: every scenario action applied
 FRONTIER = "frontier.monotonic"
 # frontier.check's PASS names the checkpoint rows it judged ("5 checkpoint rows from v1 to
 # v5"): versions read from a durable record the engine exports, not only from what its
@@ -35,9 +36,11 @@ class Counted:
 
     @property
     def struck(self) -> bool:
-        """Every planned fault struck (plan.applied PASSed); a baseline has none to strike."""
-        applied = self.result(PLAN_APPLIED)
-        return applied is None or applied.verdict is Verdict.PASS
+        """Every planned fault struck (plan.applied PASSed; a baseline has none to strike)
+        and every scenario action applied: a purge or a cancel that never happened left the
+        run untested as much as a fault that never struck."""
+        done = [self.result(PLAN_APPLIED), self.result(ACTIONS)]
+        return all(r is None or r.verdict is Verdict.PASS for r in done)
 
     def verdict(self, invariant: str) -> Verdict:
         """The invariant's verdict as the certificate counts it. A PASS in a trial whose

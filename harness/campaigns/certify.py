@@ -25,6 +25,7 @@ from harness.campaigns import shard as shard_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
+from harness.contract import capabilities as capabilities_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
@@ -68,6 +69,8 @@ class Certification:
     date: str = dataclasses.field(default_factory=certify_table.today)
     # The trials its levels ask for (coverage.py), read from the baselines when None.
     required: list[coverage.Required] | None = None
+    # Capability the engine does not offer -> the scenarios not run for it.
+    not_offered: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def invariants(self) -> tuple[str, ...]:
@@ -213,6 +216,7 @@ def certify(
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
     result.framework, result.framework_version = certify_table.framework_of(lab.engine)
     result.required = []
+    scenarios = _offered(scenarios, capabilities_module.offered(lab.engine), result.not_offered)
     for chosen in modes:
         mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
@@ -250,6 +254,22 @@ def certify(
     result.wall_s = time.monotonic() - started
     result.jobs = interrupt.describe(jobs)
     return result
+
+
+def _offered(
+    scenarios: list[tuple[str, schema.Scenario]],
+    offers: frozenset[str] | None,
+    not_offered: dict[str, list[str]],
+) -> list[tuple[str, schema.Scenario]]:
+    """The scenarios the engine can run; each other one is listed under what it lacks."""
+    kept = []
+    for reference, scenario in scenarios:
+        lacking = capabilities_module.missing(scenario, offers)
+        for name in lacking:
+            not_offered.setdefault(name, []).append(scenario.name)
+        if not lacking:
+            kept.append((reference, scenario))
+    return kept
 
 
 def _plan_for(
@@ -369,6 +389,11 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
 def coverage_lines(cert: Certification) -> list[str]:
     """'faults run: kill, pause' and, per scenario, required trials struck / required."""
     lines = [f"faults run: {', '.join(cert.faults_run) or 'none'}"]
+    for name, names in cert.not_offered.items():
+        lines.append(
+            f"not offered: {name} ({', '.join(names)} not run): "
+            f"{capabilities_module.UNPROVEN.get(name, name)} unproven"
+        )
     for invariant, count in cert.self_reported.items():
         lines.append(
             f"{invariant}: self-reported in {count} trial(s) (the engine's own "
@@ -402,6 +427,7 @@ def to_json(cert: Certification) -> dict[str, Any]:
             },
         },
         "required": [item.json() for item in cert.requirements],
+        "not_offered": cert.not_offered,
         "levels": [
             {
                 "level": item.level.value,

@@ -115,6 +115,7 @@ def combine(reports: list[merge.ShardReport]) -> certify.Certification:
         planned=planned,
         # every shard ran every baseline, so each records every required trial
         required=coverage.read(documents[0].get("required", [])),
+        not_offered=dict(documents[0].get("not_offered", {})),
     )
 
 

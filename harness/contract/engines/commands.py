@@ -23,6 +23,7 @@ import pydantic
 
 from harness import errors
 from harness.contract import boundaries as boundaries_module
+from harness.contract import capabilities as capabilities_module
 from harness.contract import run_report
 from harness.contract.engines import adapter, status_server
 from harness.scenario import validation
@@ -96,6 +97,9 @@ class EngineDescription(pydantic.BaseModel):
     boundaries: list[str] | str = "all"
     # Optional: the framework the engine is built on, for certification tables.
     framework: Framework | None = None
+    # Optional: what the engine offers (tool transports, approve, cancel, purge, streaming);
+    # unset fields follow the commands present (harness/contract/capabilities.py).
+    capabilities: capabilities_module.Capabilities | None = None
 
     @pydantic.field_validator("boundaries")
     @classmethod
