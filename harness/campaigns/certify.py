@@ -348,7 +348,8 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         table.add_row(invariant, terminal.line(terminal.verdict(overall)), *cells)
     console.print(table)
     for item in levels.LEVELS[:-1]:
-        missing = cert.not_held(item) + levels.short_of(item.level, cert.coverage)
+        short = levels.short_of(item.level, cert.coverage)
+        missing = cert.not_held(item) + ([levels.joined(short)] if short else [])
         mark = ("holds", "green") if not missing else ("not held", "red")
         rest = f": {', '.join(missing)}" if missing else ""
         console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))

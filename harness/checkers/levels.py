@@ -223,10 +223,10 @@ def capped_note(held: set[str], coverage: Mapping[str, Coverage]) -> str:
     shown = grant(held)
     if rank(earned(held, coverage)) >= rank(shown):
         return ""
-    return f"{shown.value} needs {_joined(short_of(shown, coverage))}"
+    return f"{shown.value} needs {joined(short_of(shown, coverage))}"
 
 
-def _joined(parts: list[str]) -> str:
+def joined(parts: list[str]) -> str:
     """'pause not run', 'commit_lost not run' -> 'pause, commit_lost not run'."""
     not_run = [part.removesuffix(" not run") for part in parts if part.endswith(" not run")]
     rest = [part for part in parts if not part.endswith(" not run")]

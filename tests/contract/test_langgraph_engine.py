@@ -99,5 +99,5 @@ def test_hardened_langgraph_in_boundary_mode(hardened: certify.Certification) ->
     # What stops FULL: the agent reports no checkpoint versions (detail.frontier_version).
     assert hardened.verdict_of("frontier.monotonic").value == "INCONCLUSIVE", report
     assert hardened.evidence_level.value == "CRASH-SAFE", report
-    assert "| langgraph_hardened | boundary | NONE (CRASH-SAFE needs kill struck" in report
+    assert "| langgraph_hardened | boundary | NONE (CRASH-SAFE needs " in report
     assert "`frontier.monotonic` INCONCLUSIVE" in report
