@@ -5,6 +5,7 @@ trial results: the required trials come from a literal baseline, as a live certi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -51,7 +52,7 @@ def _trial(mode: str, label: str, fault: str, failing: tuple[str, ...] = ()) -> 
     return merge_certify.RecordedTrial.of(record, "/nonexistent")
 
 
-def _certificate(ran: dict[str, tuple[str, ...]]) -> certify.Certification:
+def _certificate(ran: Mapping[str, tuple[str, ...]]) -> certify.Certification:
     """A boundary certification of refund whose trials are every required trial of the
     classes in `ran`, each failing the invariants `ran` names for its class."""
     required = coverage.required_of("boundary", builders.clean())
@@ -175,6 +176,7 @@ def test_a_frontier_read_only_from_the_engines_own_hits_is_self_reported() -> No
     every = {fault: () for fault in levels.REQUIRED_CLASSES}
     cert = _certificate(every)
     baseline = cert.trials[0]
+    assert isinstance(baseline, merge_certify.RecordedTrial)
     reported = [r for r in baseline.checks() if r.invariant != FRONTIER]
     reported.append(frontier.check(builders.clean()))  # hits only: detail.frontier_version
     cert.trials[0] = dataclasses.replace(baseline, results=tuple(reported))
