@@ -13,19 +13,19 @@ import dataclasses
 import json
 import pathlib
 import time
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import rich.console
 import rich.table
 
 from harness import checkers, errors
-from harness.campaigns import certify_table, interrupt
+from harness.campaigns import cert_trial, certify_table, coverage, interrupt
 from harness.campaigns import matrix as matrix_module
 from harness.campaigns import shard as shard_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
+from harness.contract import capabilities as capabilities_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
@@ -33,120 +33,22 @@ from harness.report import narrow, summary, terminal
 from harness.scenario import schema
 from harness.trial import runner
 
-Mode = Literal["boundary", "blackbox"]
+Mode = cert_trial.Mode
 MODES: tuple[str, ...] = ("auto", "boundary", "blackbox", "both")
 DEFAULT_TIME_KILLS = 2
 # Matches no point: a mode whose points were all filtered out runs its baselines only.
 _NO_POINT = "-"
-TIME = "time"
+TIME = cert_trial.TIME
 # A shard's plan names a scenario's time kills as one item: their moments come from the
 # wall-clock span of the baseline, which differs on every machine; one shard runs them all.
 TIME_KILLS = "time kills"
-PLAN_APPLIED = "plan.applied"
+PLAN_APPLIED = cert_trial.PLAN_APPLIED
 Verdict = verdict_module.Verdict
 
 
-class Counted:
-    """How a certificate counts a trial's results (a live trial's or a shard's record)."""
-
-    def checks(self) -> Sequence[verdict_module.CheckResult]:
-        raise NotImplementedError
-
-    def result(self, invariant: str) -> verdict_module.CheckResult | None:
-        return next((r for r in self.checks() if r.invariant == invariant), None)
-
-    @property
-    def struck(self) -> bool:
-        """Every planned fault struck (plan.applied PASSed); a baseline has none to strike."""
-        applied = self.result(PLAN_APPLIED)
-        return applied is None or applied.verdict is Verdict.PASS
-
-    def verdict(self, invariant: str) -> Verdict:
-        """The invariant's verdict as the certificate counts it. A PASS in a trial whose
-        fault never struck shows nothing (INCONCLUSIVE): the run was never put to the test.
-        A FAIL stays a FAIL; a missing result is an ERROR."""
-        result = self.result(invariant)
-        if result is None:
-            return Verdict.ERROR
-        if result.verdict is Verdict.PASS and not self.struck:
-            return Verdict.INCONCLUSIVE
-        return result.verdict
-
-
-@dataclasses.dataclass(frozen=True)
-class CertTrial(Counted):
-    mode: Mode
-    outcome: runner.TrialOutcome
-
-    @property
-    def fault_class(self) -> str:
-        """`baseline`, or ACTION@boundary / ACTION@world / ACTION@time / ACTION@run (a
-        per-run fault, submit_twice) of its first fault."""
-        plan = self.outcome.spec.plan
-        if not plan:
-            return "baseline"
-        point = plan[0].point
-        if boundaries.is_world_point(point):
-            where = "world"
-        elif boundaries.time_point_seconds(point) is not None:
-            where = TIME
-        elif point == fault_spec.RUN_POINT:
-            where = fault_spec.RUN_POINT
-        else:
-            where = "boundary"
-        return f"{plan[0].action}@{where}"
-
-    def checks(self) -> Sequence[verdict_module.CheckResult]:
-        return self.outcome.results
-
-    @property
-    def scenario(self) -> str:
-        return self.outcome.spec.scenario.name
-
-    @property
-    def label(self) -> str:
-        return self.outcome.spec.label
-
-    @property
-    def trial_verdict(self) -> Verdict:
-        return self.outcome.verdict
-
-    @property
-    def repro(self) -> str:
-        return self.outcome.repro
-
-    @property
-    def directory(self) -> str:
-        return str(self.outcome.directory)
-
-    def json(self) -> dict[str, Any]:
-        return summary.outcome_json(self.outcome)
-
-
-class Trial(Protocol):
-    """What a certificate needs of a trial: a CertTrial, or one a shard recorded
-    (harness/campaigns/merge_certify.py)."""
-
-    @property
-    def mode(self) -> Mode: ...
-    @property
-    def fault_class(self) -> str: ...
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def trial_verdict(self) -> Verdict: ...
-    @property
-    def repro(self) -> str: ...
-    @property
-    def directory(self) -> str: ...
-    @property
-    def struck(self) -> bool: ...
-    def checks(self) -> Sequence[verdict_module.CheckResult]: ...
-    def result(self, invariant: str) -> verdict_module.CheckResult | None: ...
-    def verdict(self, invariant: str) -> Verdict: ...
-    def json(self) -> dict[str, Any]: ...
+Counted = cert_trial.Counted
+CertTrial = cert_trial.CertTrial
+Trial = cert_trial.Trial
 
 
 @dataclasses.dataclass
@@ -165,10 +67,35 @@ class Certification:
     framework: str = ""
     framework_version: str = ""
     date: str = dataclasses.field(default_factory=certify_table.today)
+    # The trials its levels ask for (coverage.py), read from the baselines when None.
+    required: list[coverage.Required] | None = None
+    # Capability the engine does not offer -> the scenarios not run for it.
+    not_offered: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def invariants(self) -> tuple[str, ...]:
         return checkers.INVARIANTS
+
+    @property
+    def requirements(self) -> list[coverage.Required]:
+        if self.required is not None:
+            return self.required
+        found: list[coverage.Required] = []
+        for trial in self.trials:
+            outcome = getattr(trial, "outcome", None)
+            if outcome is not None and not outcome.spec.plan:
+                found.extend(coverage.required_of(trial.mode, outcome.history))
+        return found
+
+    @property
+    def coverage(self) -> dict[str, levels.Coverage]:
+        return coverage.by_class(self.requirements, self.trials)
+
+    @property
+    def faults_run(self) -> list[str]:
+        """The fault classes of the trials, in the order they first ran (kill, pause, ...)."""
+        names = [t.fault_class.partition("@")[0] for t in self.trials]
+        return list(dict.fromkeys(n for n in names if n != "baseline"))
 
     def verdict_of(self, invariant: str, trials: list[Trial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
@@ -177,12 +104,44 @@ class Certification:
 
     @property
     def held(self) -> set[str]:
-        """Invariants that PASSed in every trial."""
-        return {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
+        """Invariants that PASSed in every trial, none of them on self-reported evidence."""
+        passed = {i for i in self.invariants if self.trials and self.verdict_of(i) is Verdict.PASS}
+        return passed - set(self.self_reported)
+
+    @property
+    def self_reported(self) -> dict[str, int]:
+        """Invariant -> trials whose PASS rests only on what the engine said of itself."""
+        counts = {i: sum(t.self_reported(i) for t in self.trials) for i in self.invariants}
+        return {i: n for i, n in counts.items() if n}
+
+    def not_held(self, item: levels.LevelSpec) -> list[str]:
+        """The level's invariants that did not hold, a self-reported one said so."""
+        reported = self.self_reported
+        return [
+            f"{i} (self-reported)" if i in reported else i
+            for i in item.requires
+            if i not in self.held
+        ]
+
+    @property
+    def evidence_level(self) -> levels.Level:
+        """What the trials that ran showed, before coverage caps it."""
+        return levels.grant(self.held)
 
     @property
     def level(self) -> levels.Level:
-        return levels.grant(self.held)
+        """The evidence, capped at the highest level whose fault classes all struck at
+        every applicable point."""
+        return levels.earned(self.held, self.coverage)
+
+    @property
+    def title(self) -> str:
+        """'CRASH-SAFE (FULL needs pause, commit_lost not run)'."""
+        return levels.title(self.held, self.coverage)
+
+    @property
+    def badge(self) -> str:
+        return levels.badge(self.level, self.faults_run)
 
     @property
     def fault_classes(self) -> list[str]:
@@ -243,35 +202,44 @@ def certify(
     jobs: interrupt.Jobs = 2,
     progress: matrix_module.Progress | None = None,
     shard: shard_module.Shard | None = None,
+    quick: bool = False,
 ) -> Certification:
     """Run the matrix in each mode; `points` mixes boundary names, world points and `time`.
 
-    With a `shard`, every baseline runs and only the shard's fault trials (a scenario's
-    time kills go together to the shard that owns its TIME_KILLS item)."""
+    Without `faults` and `points`, every trial the top level asks for (levels.py, at the
+    points it asks for them); `quick`, the declared smaller set levels.QUICK_CLASSES, which
+    can never earn FULL; `points` alone, kills there (as it always meant). With a `shard`,
+    every baseline runs and only the shard's fault trials (a scenario's time kills go
+    together to the shard that owns its TIME_KILLS item)."""
     started = time.monotonic()
-    faults = faults or ["kill"]
     modes = resolve_modes(mode, lab.engine.boundaries)
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
     result.framework, result.framework_version = certify_table.framework_of(lab.engine)
+    result.required = []
+    scenarios = _offered(scenarios, capabilities_module.offered(lab.engine), result.not_offered)
     for chosen in modes:
         mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
+        classes, select = _plan_for(chosen, faults, points, quick=quick)
         matrix = matrix_module.run_matrix(
             mode_lab,
             scenarios,
             out_dir=out_dir / chosen,
             engine_ref=engine_ref,
-            faults=faults,
+            faults=classes,
             seed=seed,
             jobs=jobs,
             points=wanted,
             progress=progress,
             shard=shard,
+            select=select,
         )
         result.trials.extend(CertTrial(chosen, outcome) for outcome in matrix.outcomes)
+        for outcome in (o for o in matrix.outcomes if not o.spec.plan):
+            result.required.extend(coverage.required_of(chosen, outcome.history))
         result.planned.extend((chosen, scenario, label) for scenario, label in matrix.planned)
         result.unreached.extend(f"{chosen}:{point}" for point in matrix.unreached)
-        timed = "kill" in faults and (points is None or TIME in points)
+        timed = "kill" in classes and (points is None or TIME in points)
         if chosen == "blackbox" and timed and time_kills > 0:
             baselines = [o for o in matrix.outcomes if not o.spec.plan]
             names = [o.spec.scenario.name for o in baselines]
@@ -286,6 +254,38 @@ def certify(
     result.wall_s = time.monotonic() - started
     result.jobs = interrupt.describe(jobs)
     return result
+
+
+def _offered(
+    scenarios: list[tuple[str, schema.Scenario]],
+    offers: frozenset[str] | None,
+    not_offered: dict[str, list[str]],
+) -> list[tuple[str, schema.Scenario]]:
+    """The scenarios the engine can run; each other one is listed under what it lacks."""
+    kept = []
+    for reference, scenario in scenarios:
+        lacking = capabilities_module.missing(scenario, offers)
+        for name in lacking:
+            not_offered.setdefault(name, []).append(scenario.name)
+        if not lacking:
+            kept.append((reference, scenario))
+    return kept
+
+
+def _plan_for(
+    mode: Mode, faults: list[str] | None, points: list[str] | None, *, quick: bool
+) -> tuple[list[str], matrix_module.Select | None]:
+    """The classes to plan in `mode` and which of their trials to keep: a plain or quick
+    certification only those its levels ask for; explicit faults or points, all of them."""
+    if faults is None and points is None:
+        mode_classes = coverage.classes_for(mode)
+        chosen = levels.QUICK_CLASSES if quick else mode_classes
+        return [f for f in mode_classes if f in chosen], _required_step
+    return list(faults or ["kill"]), None
+
+
+def _required_step(steps: list[fault_spec.FaultStep]) -> bool:
+    return levels.required_at(steps[0].action, steps[0].point)
 
 
 def _points_for(mode: Mode, points: list[str] | None) -> list[str] | None:
@@ -378,16 +378,18 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
     else:
         title = f"{cert.engine}: per invariant, trials per verdict (P, F, I, E) by fault class"
         narrow.print_rows(console, title, _invariant_rows(cert))
-    held = cert.held
     for item in levels.LEVELS[:-1]:
-        missing = [i for i in item.requires if i not in held]
+        short = levels.short_of(item.level, cert.coverage)
+        missing = cert.not_held(item) + ([levels.joined(short)] if short else [])
         mark = ("holds", "green") if not missing else ("not held", "red")
         rest = f": {', '.join(missing)}" if missing else ""
         console.print(terminal.line(f"  {item.level.value:14} ", mark, rest))
+    for line in coverage_lines(cert):
+        console.print(f"  {line}", markup=False, highlight=False)
     level = cert.level
     console.print(
         terminal.line(
-            (f"level {level.value}", "bold"),
+            (f"level {cert.title}", "bold"),
             f": {levels.spec(level).meaning} "
             f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s"
             + (f", jobs {cert.jobs})" if cert.jobs else ")"),
@@ -418,8 +420,27 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         console.print(terminal.line(unreached, f": {', '.join(cert.unreached)}"))
 
 
+def coverage_lines(cert: Certification) -> list[str]:
+    """'faults run: kill, pause' and, per scenario, required trials struck / required."""
+    lines = [f"faults run: {', '.join(cert.faults_run) or 'none'}"]
+    for name, names in cert.not_offered.items():
+        lines.append(
+            f"not offered: {name} ({', '.join(names)} not run): "
+            f"{capabilities_module.UNPROVEN.get(name, name)} unproven"
+        )
+    for invariant, count in cert.self_reported.items():
+        lines.append(
+            f"{invariant}: self-reported in {count} trial(s) (the engine's own "
+            "detail.frontier_version, no checkpoints table exported to check it against): "
+            "not counted toward a level"
+        )
+    per_scenario = coverage.by_scenario(cert.requirements, cert.trials)
+    lines += [f"coverage {name}: {coverage.line(c)}" for name, c in per_scenario.items()]
+    return lines
+
+
 def to_json(cert: Certification) -> dict[str, Any]:
-    held = cert.held
+    covered = cert.coverage
     return {
         "engine": cert.engine,
         "engine_ref": cert.engine_ref,
@@ -427,21 +448,37 @@ def to_json(cert: Certification) -> dict[str, Any]:
         "framework_version": cert.framework_version,
         "date": cert.date,
         "level": cert.level.value,
-        "badge": levels.badge(cert.level),
+        "title": cert.title,
+        "evidence_level": cert.evidence_level.value,
+        "badge": cert.badge,
         "modes": list(cert.modes),
+        "faults_run": cert.faults_run,
+        "coverage": {
+            "by_class": {fault: c.text() for fault, c in covered.items()},
+            "by_scenario": {
+                name: {fault: c.text() for fault, c in per.items()}
+                for name, per in coverage.by_scenario(cert.requirements, cert.trials).items()
+            },
+        },
+        "required": [item.json() for item in cert.requirements],
+        "not_offered": cert.not_offered,
         "levels": [
             {
                 "level": item.level.value,
                 "requires": list(item.requires),
+                "fault_classes": list(levels.required_classes(item.level)),
                 "meaning": item.meaning,
-                "holds": set(item.requires) <= held,
-                "not_held": [i for i in item.requires if i not in held],
+                "holds": cert.level is item.level
+                or levels.rank(cert.level) > levels.rank(item.level),
+                "not_held": cert.not_held(item),
+                "not_covered": levels.short_of(item.level, covered),
             }
             for item in levels.LEVELS
         ],
         "invariants": {
             invariant: {
                 "verdict": cert.verdict_of(invariant).value,
+                "self_reported": invariant in cert.self_reported,
                 "by_fault_class": {
                     name: terminal.counts(_class_verdicts(cert, invariant, name)).plain
                     for name in cert.fault_classes
@@ -486,25 +523,27 @@ def write_json(path: pathlib.Path, cert: Certification) -> None:
 
 def to_markdown(cert: Certification) -> str:
     level = cert.level
-    held = cert.held
     lines = [
         f"# crashcert certification: {cert.engine}",
         "",
-        levels.badge(level),
+        cert.badge,
         "",
-        f"**Level {level.value}**: {levels.spec(level).meaning}.",
+        f"**Level {cert.title}**: {levels.spec(level).meaning}.",
         "",
         f"{len(cert.trials)} trials in {cert.wall_s:.1f}s; modes: {', '.join(cert.modes)}; "
         f"scenarios: {', '.join(sorted({t.scenario for t in cert.trials}))}.",
         "",
-        "| level | holds | invariants not held |",
-        "|---|---|---|",
+        *(f"- {line}" for line in coverage_lines(cert)),
+        "",
+        "| level | holds | invariants not held | fault classes not covered |",
+        "|---|---|---|---|",
     ]
     for item in levels.LEVELS[:-1]:
-        missing = [i for i in item.requires if i not in held]
+        missing = cert.not_held(item)
+        short = levels.short_of(item.level, cert.coverage)
         lines.append(
-            f"| {item.level.value} | {'yes' if not missing else 'no'} | "
-            f"{', '.join(missing) or '-'} |"
+            f"| {item.level.value} | {'yes' if not (missing or short) else 'no'} | "
+            f"{', '.join(missing) or '-'} | {', '.join(short) or '-'} |"
         )
     classes = cert.fault_classes
     lines += [

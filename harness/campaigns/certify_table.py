@@ -1,7 +1,8 @@
 """The dated certification table (README "Certified frameworks"): one row per mode of a
-certification, with the framework and its installed version, the level, every invariant
-that did not hold and why, the date and crashcert's version. `crashcert certify
---markdown` writes the rows; pasting them under HEADER regenerates the table.
+certification, with the framework and its installed version, the level (capped by what
+was run, and saying so), the fault classes run, the coverage (required trials struck /
+required), every invariant that did not hold and why, the date and crashcert's version.
+`crashcert certify --markdown` writes the rows; pasting them under HEADER regenerates it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from harness.checkers import verdict as verdict_module
 Certification = Any
 
 HEADER = (
-    "| framework | version | variant | mode | level | invariants not held, and why "
-    "| date | crashcert |\n|---|---|---|---|---|---|---|---|"
+    "| framework | version | variant | mode | level | faults run | coverage "
+    "| invariants not held, and why | date | crashcert |\n|---|---|---|---|---|---|---|---|---|---|"
 )
 # A table cell, not a report: the first problem is cut here (the full one is in the JSON).
 WHY_CHARS = 160
@@ -33,11 +34,14 @@ def installed(package: str) -> str:
 
 
 def framework_of(engine: Any) -> tuple[str, str]:
-    """(name, installed version) of the framework an engine description names, or ("", "")."""
+    """(name, version) of the framework an engine description names, or ("", ""): the
+    version the engine's own interpreter reports (CommandEngine.framework_version), never
+    the one the harness's environment happens to hold."""
     framework = getattr(getattr(engine, "description", None), "framework", None)
     if framework is None:
         return "", ""
-    return framework.name, installed(framework.package)
+    version = getattr(engine, "framework_version", None)
+    return framework.name, version() if callable(version) else "unknown"
 
 
 def today() -> str:
@@ -60,7 +64,7 @@ def first_problem(cert: Certification, invariant: str) -> str:
 
 
 def _why(cert: Certification) -> str:
-    parts = []
+    parts = [f"`{i}` self-reported" for i in cert.self_reported]
     for invariant in cert.invariants:
         verdict = cert.verdict_of(invariant)
         if verdict is not verdict_module.Verdict.PASS:
@@ -78,10 +82,17 @@ def rows(cert: Certification) -> list[str]:
     found = []
     for mode in cert.modes:
         alone = dataclasses.replace(
-            cert, modes=[mode], trials=[t for t in cert.trials if t.mode == mode]
+            cert,
+            modes=[mode],
+            trials=[t for t in cert.trials if t.mode == mode],
+            required=[r for r in cert.requirements if r.mode == mode],
         )
+        covered = alone.coverage
+        struck = sum(c.struck for c in covered.values())
+        required = sum(c.required for c in covered.values())
         found.append(
-            f"| {framework} | {version} | {cert.engine} | {mode} | {alone.level.value} | "
+            f"| {framework} | {version} | {cert.engine} | {mode} | {_cell(alone.title)} | "
+            f"{', '.join(alone.faults_run) or '-'} | {struck}/{required} | "
             f"{_why(alone)} | {cert.date} | {installed('crashcert')} |"
         )
     return found

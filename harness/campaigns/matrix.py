@@ -12,6 +12,7 @@ from harness.campaigns import interrupt
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.faults import plan
+from harness.faults import spec as fault_spec
 from harness.lab import shared
 from harness.report import timeline
 from harness.scenario import schema
@@ -19,6 +20,8 @@ from harness.trial import runner
 
 # Called after each trial (for progress bars): (outcome, done, total or None).
 Progress = Callable[[runner.TrialOutcome, int, int | None], None]
+# Keeps a planned fault trial or not (certify plans only what its level asks for).
+Select = Callable[[list[fault_spec.FaultStep]], bool]
 
 
 @dataclasses.dataclass
@@ -52,6 +55,7 @@ def run_matrix(
     points: list[str] | None = None,
     progress: Progress | None = None,
     shard: shard_module.Shard | None = None,
+    select: Select | None = None,
 ) -> MatrixResult:
     """`scenarios` pairs how the user named each scenario with the scenario itself.
 
@@ -81,6 +85,8 @@ def run_matrix(
             plan.fault_plans(trace, faults or ["kill"], second_kill=second_kill, world=world),
             points,
         ):
+            if select is not None and not select(steps):
+                continue
             specs.append(base.model_copy(update={"plan": steps, "label": plan.plan_label(steps)}))
 
     result.planned.extend((spec.scenario.name, spec.label) for spec in specs)

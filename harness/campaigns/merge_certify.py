@@ -5,6 +5,8 @@ Certification.level), never taken from a shard: a shard's level is its trials' o
 Every shard ran every baseline (counted once, its worst record kept); each fault trial must
 come from exactly one shard, a scenario's time kills from one shard (their moments follow
 the wall-clock span of that shard's baseline), and every planned trial must be there.
+The trials the levels ask for (coverage.py) come from the shards' baselines; a shard
+document without them covers nothing, so its merge earns no level.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness import errors
-from harness.campaigns import certify, merge
+from harness.campaigns import certify, coverage, merge
 from harness.checkers import verdict as verdict_module
 
 Key = tuple[str, str, str]  # (mode, scenario, label), as certify's plan names a trial
@@ -111,6 +113,9 @@ def combine(reports: list[merge.ShardReport]) -> certify.Certification:
         # the shards ran at once: the slowest one is the certification's wall time
         wall_s=max(float(d.get("wall_s", 0.0)) for d in documents),
         planned=planned,
+        # every shard ran every baseline, so each records every required trial
+        required=coverage.read(documents[0].get("required", [])),
+        not_offered=dict(documents[0].get("not_offered", {})),
     )
 
 

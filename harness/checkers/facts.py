@@ -122,11 +122,12 @@ def named_keys(history: history_module.TrialHistory) -> dict[str, str]:
     named: dict[str, str] = {}
     report = history.final_report
     for reported in report.tool_calls if report else []:
-        named.setdefault(reported.id, reported.key)
+        if reported.key:  # a keyless engine names no key: "" is not one
+            named.setdefault(reported.id, reported.key)
     for hit in run_hits(history):
         call_id, key = hit.detail.get("tool_call_id"), hit.detail.get("key")
         if boundaries.base_name(hit.point) in _KEY_POINTS and isinstance(call_id, str):
-            if isinstance(key, str):
+            if isinstance(key, str) and key:
                 named.setdefault(call_id, key)
     return named
 

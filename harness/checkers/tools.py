@@ -84,12 +84,18 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
     notes: list[str] = []
     held: list[str] = []  # the fact per logical call a PASS rests on
     owners: dict[str, list[facts.LogicalCall]] = collections.defaultdict(list)
+    keyless: list[int] = []  # requests of calls that never carried a key
     for call, requests in attempts.items():
         allowed = facts.scripted_count(history, call)
         missing = [request.seq for request in requests if not request.key]
-        if missing:
-            failures.append(f"{call}: request seq {missing} carried no idempotency key")
         keys = sorted({request.key for request in requests if request.key})
+        if missing and not keys:
+            keyless += missing
+        elif missing:  # a key on some attempts, none on others: dropped, not changed
+            failures.append(
+                f"{call}: request seq {missing} carried no idempotency key, where its other "
+                f"attempts carried {keys}"
+            )
         if len(keys) > allowed:
             failures.append(
                 f"{call}: {len(requests)} attempts carried {len(keys)} different keys "
@@ -119,6 +125,12 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"key {key!r} shared by {len(calls)} distinct calls: "
                 + "; ".join(str(call) for call in calls)
             )
+    if keyless:  # one line for the engine's habit, not one per call
+        failures.insert(
+            0,
+            f"no idempotency key sent: {len(keyless)} tool request(s) carried none "
+            f"(seq {sorted(keyless)})",
+        )
     ids_by_key: dict[str, list[str]] = collections.defaultdict(list)
     for call_id, key in facts.named_keys(history).items():
         ids_by_key[key].append(call_id)

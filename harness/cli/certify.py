@@ -40,7 +40,17 @@ def require_option(function: Any) -> Any:
 @click.command()
 @options.engine_option
 @options.scenario_option(multiple=True)
-@click.option("--faults", default="kill", show_default=True, help=options.FAULTS_HELP)
+@click.option(
+    "--faults",
+    default=None,
+    help=options.FAULTS_HELP
+    + " Default: every class the top level asks for, where it asks for it (with --points: kill).",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Only kills and resubmits (levels.QUICK_CLASSES): cheaper, and never FULL.",
+)
 @click.option(
     "--mode",
     type=click.Choice(["auto", "boundary", "blackbox", "both"]),
@@ -68,7 +78,8 @@ def require_option(function: Any) -> Any:
 def certify(
     engine_ref: str,
     scenario_names: tuple[str, ...],
-    faults: str,
+    faults: str | None,
+    quick: bool,
     mode: str,
     points: str | None,
     time_kills: int,
@@ -83,13 +94,19 @@ def certify(
 ) -> None:
     """Certify an engine: which guarantees hold, per invariant and fault class, and its level.
 
+    Plain, it runs every fault class the top level asks for at every point where it asks for
+    it (harness/checkers/levels.py); --quick, kills and resubmits only (never FULL); --faults
+    or --points, what they name, and the level is capped at what that covers.
+
     Exit 0 when the certification ran (whatever the level), 1 when --require names a higher
     level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
     A shard's level is its trials' only: `crashcert merge` certifies the whole.
     """
     shard = shard_module.parse(shard_text) if shard_text else None
-    fault_classes = fault_spec.parse_classes(faults)
-    faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
+    if quick and faults:
+        raise click.UsageError("--quick is a declared set of faults: give it or --faults")
+    fault_classes = fault_spec.parse_classes(faults) if faults else None
+    faketime.require(fault_classes or [])  # no libfaketime: say so once, before any trial
     point_names = plan_module.parse_points(
         points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     )
@@ -113,6 +130,7 @@ def certify(
             seed=seed,
             jobs=jobs,
             shard=shard,
+            quick=quick,
         )
     certify_module.print_certification(result, console=console)
     if shard is not None:

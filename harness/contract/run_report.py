@@ -70,7 +70,9 @@ class ModelCallReport(ReportModel):
 class ToolCallReport(ReportModel):
     id: str  # the model's tool_call id
     name: str
-    key: str  # the idempotency key sent to the tool service
+    # The idempotency key sent to the tool service; None (or absent) when the engine sends
+    # none, which tool.same_key names as such rather than as a key "".
+    key: str | None = None
     state: Literal[
         "reserved",
         "awaiting_approval",

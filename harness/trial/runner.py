@@ -23,7 +23,7 @@ from harness import checkers, errors
 from harness.campaigns import interrupt
 from harness.checkers import blackbox as blackbox_checks
 from harness.checkers import verdict as verdict_module
-from harness.contract import control, run_report
+from harness.contract import boundaries, control, run_report
 from harness.contract.engines import blackbox as blackbox_engine
 from harness.faults import nemesis as nemesis_module
 from harness.faults import plan as plan_module
@@ -108,11 +108,16 @@ def repro_command(
     if black_box:
         argv += ["--black-box"]
     argv += ["--scenario", spec.scenario_ref or spec.scenario.name]
+    moved = []
     for step in spec.plan:
         rerun = step if trial is None else plan_module.rerun_step(trial, step)
         argv += ["--fault", rerun.label()]
+        if rerun != step:
+            moved.append(f"{step.label()} landed after {rerun.point}#{rerun.occurrence}")
     argv += ["--seed", str(spec.seed)]
-    return shlex.join(argv)
+    # A world point is not a moment: the rerun strikes at the event, before what followed it.
+    note = f"  # a different trial: {'; '.join(moved)}; this strikes at it" if moved else ""
+    return shlex.join(argv) + note
 
 
 def build_input(scenario: schema.Scenario, run_key: str) -> run_report.RunInput:
@@ -196,10 +201,17 @@ def judge(
 
 
 def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
-    """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE."""
-    applied = [fault.planned for fault in trial.faults() if fault.ok]
+    """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE.
+    A time kill that struck once the run was terminal tested nothing either."""
+    late = _after_terminal(trial)
+    applied = [fault.planned for fault in trial.faults() if fault.ok and fault not in late]
     missing = [step.label() for step in trial.plan if step not in applied]
     failed = [f"{fault.step}: {fault.note}" for fault in trial.faults() if not fault.ok]
+    failed += [
+        f"{fault.step}: struck {fault.t - (trial.finished_at or 0.0):.3f}s after the run was "
+        "seen terminal: not applied"
+        for fault in late
+    ]
     if not missing:
         return verdict_module.CheckResult(
             invariant="plan.applied",
@@ -212,6 +224,20 @@ def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
         summary=f"planned fault(s) never applied: {', '.join(missing)}",
         evidence=[*failed, "the boundary was never reached or the fault could not be applied"],
     )
+
+
+def _after_terminal(trial: history.TrialHistory) -> list[history.FaultApplied]:
+    """Time kills that struck at or after the moment the run was first seen terminal."""
+    if trial.finished_at is None:
+        return []
+    return [
+        fault
+        for fault in trial.faults()
+        if fault.ok
+        and fault.planned is not None
+        and boundaries.time_point_seconds(fault.planned.point) is not None
+        and fault.t >= trial.finished_at
+    ]
 
 
 def _execute(

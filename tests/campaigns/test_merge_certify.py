@@ -21,11 +21,32 @@ PLANNED = [
     ("blackbox", "refund", certify.TIME_KILLS),
 ]
 BROKEN = "kill@reply.sending#4"  # only this trial fails reply.single_delivery
+# What the baselines offered the levels: every kill, and one pause that no shard ran.
+REQUIRED = [
+    *({"mode": "boundary", "scenario": "refund", "fault": "kill", "label": k} for k in KILLS),
+    {"mode": "boundary", "scenario": "refund", "fault": "pause", "label": "pause@run.claimed#1"},
+]
+
+
+FRONTIER = "frontier.monotonic"
+
+
+def _summary(name: str) -> str:
+    # a frontier PASS read from an exported checkpoints table, as frontier.check words it
+    return (
+        "4 checkpoint rows from v1 to v4, each step an allowed transition"
+        if name == FRONTIER
+        else "s"
+    )
 
 
 def _record(mode: str, label: str, *, failing: str | None = None, struck: bool = True) -> dict:
     results = [
-        {"invariant": name, "verdict": "FAIL" if name == failing else "PASS", "summary": "s"}
+        {
+            "invariant": name,
+            "verdict": "FAIL" if name == failing else "PASS",
+            "summary": _summary(name),
+        }
         for name in checkers.INVARIANTS
     ]
     plan = [] if label == "baseline" else [label]
@@ -74,6 +95,7 @@ def _write(tmp_path: pathlib.Path, count: int, *, kind: str = shard.CERTIFY) -> 
             "level": "whatever this shard earned alone",
             "trials": trials,
             "unreached": [],
+            "required": REQUIRED,
             "wall_s": float(index),
             "shard": {**meta, "out_dir": "/runner/out"},
         }
@@ -90,6 +112,7 @@ def test_the_level_is_computed_from_the_merged_trials(tmp_path: pathlib.Path) ->
     assert [t.label for t in cert.trials][:2] == ["baseline", KILLS[0]]  # the plan's order
     assert cert.verdict_of(REPLY).value == "FAIL"
     assert cert.level is levels.Level.AT_LEAST_ONCE  # the broken trial's shard decides
+    assert cert.coverage["kill"].text() == "6/6" and cert.coverage["pause"].text() == "0/1"
     assert certify.to_json(cert)["invariants"][REPLY]["by_fault_class"] == {
         "boundary:baseline": "P1",
         "boundary:kill@boundary": "F1 P5",
@@ -118,6 +141,20 @@ def test_an_unstruck_fault_counts_as_not_shown_after_a_merge(tmp_path: pathlib.P
     cert = merge_certify.combine(merge.find(paths))
     assert cert.verdict_of(REPLY).value == "INCONCLUSIVE"
     assert cert.level is levels.Level.NONE
+
+
+def test_a_merge_is_capped_by_the_required_trials_no_shard_ran(tmp_path: pathlib.Path) -> None:
+    paths = _write(tmp_path, 2)
+    for path in paths:  # no trial fails: the evidence alone would say FULL
+        record = path / shard.RECORD
+        document = json.loads(record.read_text())
+        for trial in document["trials"]:
+            trial.update(_record(trial["mode"], trial["label"]))
+        record.write_text(json.dumps(document))
+    cert = merge_certify.combine(merge.find(paths))
+    assert cert.evidence_level is levels.Level.FULL
+    assert cert.level is levels.Level.CRASH_SAFE
+    assert cert.title == "CRASH-SAFE (FULL needs pause not run)"
 
 
 def test_refuses_a_missing_trial_a_trial_twice_and_mixed_kinds(tmp_path: pathlib.Path) -> None:

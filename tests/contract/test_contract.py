@@ -50,7 +50,7 @@ def certify_naive(
 def assert_at_least_once_with_duplicate_refund(cert: certify.Certification) -> None:
     report = certify.to_markdown(cert)
     assert not cert.errors, report
-    assert cert.level is levels.Level.AT_LEAST_ONCE, report
+    assert cert.evidence_level is levels.Level.AT_LEAST_ONCE, report
     assert "run.liveness" in cert.held, report
     assert cert.verdict_of("tool.at_most_once").value == "FAIL", report
     named = certify.to_json(cert)["invariants"]["tool.at_most_once"]["first_problem"]

@@ -1,4 +1,4 @@
-"""A second engine written from harness/CONTRACT.md alone earns FULL through the public path.
+"""An engine written from harness/CONTRACT.md alone holds every invariant via the public path.
 
 contract_engine/ (plain Python on PostgreSQL: leases with fencing epochs, the decision
 checkpointed before any tool runs, stable idempotency keys, queryable tools and sinks asked
@@ -6,8 +6,8 @@ by key after a crash, unknown outcomes told to the model, tokens billed once per
 answer) is certified here over a cheap but telling subset: the refund (a queryable
 non-replayable write) and email_send (a non-replayable write that cannot be asked about),
 killed at the decision, inside both tool windows and inside the delivery window,
-`:before_commit` twins included. The whole matrix, with pause faults too, is
-`crashcert certify --engine tests/contract/contract_engine/engine.yaml --faults kill,pause`.
+`:before_commit` twins included, so its level is capped at what that covers. Everything
+FULL asks for is a plain `crashcert certify --engine tests/contract/contract_engine/engine.yaml`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,11 @@ def test_contract_engine_earns_full(certified: certify.Certification) -> None:
     report = certify.to_markdown(certified)
     assert certified.modes == ["boundary"], report
     assert not certified.errors, report
-    assert certified.level is levels.Level.FULL, report
+    # Every invariant PASSed, its frontier read from the checkpoints table it exports too
+    # (hits alone would be self-reported, which no level counts).
+    assert certified.evidence_level is levels.Level.FULL, report
+    assert not certified.self_reported, report
+    assert certified.level is levels.Level.NONE, report  # kills at a few points: capped
     labels = {t["label"] for t in certify.to_json(certified)["trials"]}
     # The starred points are killed before their COMMIT too: --points X includes X:before_commit.
     assert "kill@tools.pending:before_commit#2" in labels, sorted(labels)

@@ -74,8 +74,9 @@ def test_naive_langgraph_is_caught_as_a_black_box(naive: certify.Certification) 
     assert "no idempotency key" in certify_table.first_problem(naive, "tool.same_key")
     # Killed after the sink took the reply, the worker posts it again on resume.
     assert naive.verdict_of("reply.single_delivery").value == "FAIL", report
-    assert naive.level.value == "AT-LEAST-ONCE", report
-    assert "| LangGraph |" in report and "| langgraph_naive | blackbox | AT-LEAST-ONCE |" in report
+    assert naive.evidence_level.value == "AT-LEAST-ONCE", report
+    assert "| LangGraph |" in report
+    assert "| langgraph_naive | blackbox | NONE (AT-LEAST-ONCE needs kill struck" in report
 
 
 def test_hardened_langgraph_in_boundary_mode(hardened: certify.Certification) -> None:
@@ -97,7 +98,6 @@ def test_hardened_langgraph_in_boundary_mode(hardened: certify.Certification) ->
     assert hardened.verdict_of("lease.fencing").value == "PASS", report
     # What stops FULL: the agent reports no checkpoint versions (detail.frontier_version).
     assert hardened.verdict_of("frontier.monotonic").value == "INCONCLUSIVE", report
-    assert hardened.level.value == "CRASH-SAFE", report
-    assert (
-        "| langgraph_hardened | boundary | CRASH-SAFE | `frontier.monotonic` INCONCLUSIVE" in report
-    )
+    assert hardened.evidence_level.value == "CRASH-SAFE", report
+    assert "| langgraph_hardened | boundary | NONE (CRASH-SAFE needs " in report
+    assert "`frontier.monotonic` INCONCLUSIVE" in report

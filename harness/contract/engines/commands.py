@@ -23,6 +23,7 @@ import pydantic
 
 from harness import errors
 from harness.contract import boundaries as boundaries_module
+from harness.contract import capabilities as capabilities_module
 from harness.contract import run_report
 from harness.contract.engines import adapter, status_server
 from harness.scenario import validation
@@ -50,12 +51,14 @@ EnvName = Annotated[str, pydantic.AfterValidator(_env_name)]
 
 class Framework(pydantic.BaseModel):
     """The framework an engine is built on, named in certification tables: `package` is the
-    distribution whose installed version is read (importlib.metadata) when certifying."""
+    distribution whose version the engine's own interpreter reports (the worker command's
+    Python, with the description's env and workdir), or `version`, a command printing it."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
     name: Text
     package: Text
+    version: list[Text] | None = None
 
 
 class EngineDescription(pydantic.BaseModel):
@@ -94,6 +97,9 @@ class EngineDescription(pydantic.BaseModel):
     boundaries: list[str] | str = "all"
     # Optional: the framework the engine is built on, for certification tables.
     framework: Framework | None = None
+    # Optional: what the engine offers (tool transports, approve, cancel, purge, streaming);
+    # unset fields follow the commands present (harness/contract/capabilities.py).
+    capabilities: capabilities_module.Capabilities | None = None
 
     @pydantic.field_validator("boundaries")
     @classmethod
@@ -248,6 +254,34 @@ class CommandEngine:
         """Stops the status server, if one was started."""
         if self._server is not None:
             self._server.close()
+
+    def framework_version(self) -> str:
+        """The framework's version as the engine's workers see it, never the harness's."""
+        framework = self.description.framework
+        if framework is None:
+            return ""
+        argv = self._argv(framework.version) if framework.version else self._probe(framework)
+        if argv is None:
+            return "unknown (the worker command names no Python: give framework.version)"
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, env=self._env(None), cwd=self.cwd,
+                timeout=COMMAND_TIMEOUT_S, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"unknown ({error})"
+        if done.returncode != 0:
+            found = "PackageNotFoundError" in done.stderr
+            return "not installed" if found else f"unknown (exit {done.returncode})"
+        return done.stdout.strip() or "unknown (printed nothing)"
+
+    def _probe(self, framework: Framework) -> list[str] | None:
+        """The worker's interpreter asked for the package's version, when it is a Python."""
+        interpreter = self.worker_command()[0] if self.description.worker else ""
+        if not pathlib.Path(interpreter).name.startswith("python"):
+            return None
+        code = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+        return [interpreter, "-c", code, framework.package]
 
     def purge_command(self, run_id: str) -> list[str] | None:
         """argv of the purge command for `run_id`, or None when the engine has none."""

@@ -64,7 +64,9 @@ def test_reference_engine_is_full(base_lab: shared.Lab, tmp_path: pathlib.Path) 
         base_lab, commands.reference_description_path(), "refund", ["tool.returned"], tmp_path
     )
     assert cert.modes == ["boundary"]
-    assert cert.level is levels.Level.FULL, explain(cert)
+    # FULL on what ran; one point of one class is not what FULL rests on, and it says so
+    assert cert.evidence_level is levels.Level.FULL, explain(cert)
+    assert cert.level is levels.Level.NONE and cert.title.startswith("NONE (FULL needs pause")
     assert len(cert.trials) >= 2  # the baseline and at least one kill
     assert not any("--black-box" in trial.outcome.repro for trial in cert.trials)
 
@@ -105,13 +107,14 @@ def test_resend_reply_is_caught_by_single_delivery(
 ) -> None:
     cert = run(base_lab, QUALITY / "resend_reply.yaml", "sink_no_query", ["reply.sent"], tmp_path)
     assert levels.rank(cert.level) < levels.rank(levels.Level.FULL), explain(cert)
-    assert cert.level is levels.Level.AT_LEAST_ONCE, explain(cert)
+    assert cert.evidence_level is levels.Level.AT_LEAST_ONCE, explain(cert)
     document = certify.to_json(cert)
     assert document["invariants"]["reply.single_delivery"]["verdict"] == "FAIL"
     failing = [f for f in document["failing"] if "reply.single_delivery" in f["invariants"]]
     assert failing and "kill@reply.sent#1" in failing[0]["repro"]
     markdown = certify.to_markdown(cert)
-    assert "crashcert-AT--LEAST--ONCE-orange" in markdown
+    assert "crashcert-NONE%20%28kill%29-red" in markdown  # kills at one point: capped
+    assert "AT-LEAST-ONCE needs kill struck 1/" in markdown
     assert "crashcert run --engine" in markdown and "reply.single_delivery FAIL" in markdown
     json.dumps(document)  # serialisable as written by --json
 

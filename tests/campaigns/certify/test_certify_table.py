@@ -38,11 +38,18 @@ def _certificate() -> certify.Certification:
 def test_one_row_per_mode_with_its_own_level() -> None:
     cert = _certificate()
     boundary, blackbox = certify_table.rows(cert)
-    boundary_level = certify.Certification(
+    boundary_alone = certify.Certification(
         engine="e", engine_ref="e", modes=["boundary"], trials=cert.trials[:1]
-    ).level.value
-    assert boundary.startswith(f"| LangGraph | 1.2.3 | lg_naive | boundary | {boundary_level} |")
-    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE |")
+    )
+    # a baseline alone ran no fault: the level says what is missing (its frontier is only
+    # the hits' own detail.frontier_version: self-reported, so FULL was never in reach)
+    assert boundary_alone.evidence_level.value == "CRASH-SAFE"
+    assert boundary_alone.title == "NONE (CRASH-SAFE needs kill, submit_twice not run)"
+    assert boundary.startswith(
+        f"| LangGraph | 1.2.3 | lg_naive | boundary | {certify_table._cell(boundary_alone.title)} "
+        "| - | 0/"
+    )
+    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE | kill | 0/")
     # the unstruck kill shows nothing: its invariants are named with the reason
     assert "`tool.at_most_once` INCONCLUSIVE" in blackbox
     assert blackbox.endswith(f"| 2026-12-01 | {certify_table.installed('crashcert')} |")
@@ -65,6 +72,37 @@ def test_framework_and_version_come_from_the_description(tmp_path: pathlib.Path)
     )
     engine = commands.load(description)
     name, version = certify_table.framework_of(engine)
-    assert name == "Pydantic" and version[0].isdigit()
+    # the worker command `x` is no Python: the version cannot be asked of it
+    assert name == "Pydantic" and version.startswith("unknown (the worker command names no")
     assert certify_table.installed("no-such-distribution-crashcert") == "not installed"
     assert certify_table.framework_of(object()) == ("", "")
+
+
+def _engine(tmp_path: pathlib.Path, worker: str, framework: str) -> commands.CommandEngine:
+    description = tmp_path / "e.yaml"
+    description.write_text(
+        f"name: e\nmigrate: [x]\nworker: {worker}\nsubmit: [x]\nstatus: [x]\n"
+        f"env: {{FRAMEWORK_VERSION: 0.24.0}}\nframework: {framework}\n"
+    )
+    return commands.load(description)
+
+
+def test_the_version_is_the_engines_interpreters_not_the_harnesss(tmp_path: pathlib.Path) -> None:
+    # An engine in its own virtualenv: its python has a package the harness's env lacks.
+    venv_python = tmp_path / "venv" / "bin" / "python3"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text('#!/bin/sh\necho "$FRAMEWORK_VERSION"\n')  # the env is the engine's
+    venv_python.chmod(0o755)
+    framework = "{name: OpenAI Agents SDK, package: no-such-distribution-crashcert}"
+    engine = _engine(tmp_path, f"[{venv_python}, -m, agent]", framework)
+    assert certify_table.installed("no-such-distribution-crashcert") == "not installed"
+    assert certify_table.framework_of(engine) == ("OpenAI Agents SDK", "0.24.0")
+
+
+def test_the_worker_python_is_asked_and_a_missing_package_says_so(tmp_path: pathlib.Path) -> None:
+    engine = _engine(tmp_path, "['{python}', -m, agent]", "{name: P, package: pydantic}")
+    assert certify_table.framework_of(engine)[1][0].isdigit()
+    missing = _engine(tmp_path, "['{python}', -m, a]", "{name: N, package: no-such-dist-cc}")
+    assert certify_table.framework_of(missing) == ("N", "not installed")
+    command = "{name: V, package: v, version: [sh, -c, 'echo 1.2.3']}"
+    assert certify_table.framework_of(_engine(tmp_path, "[x]", command)) == ("V", "1.2.3")

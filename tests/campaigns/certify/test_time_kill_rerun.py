@@ -73,12 +73,48 @@ def test_the_rerun_line_strikes_at_that_world_event_and_the_label_keeps_the_time
     trial = _struck_history()
     spec = runner.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
     assert spec.label == "kill@time:+0.01s#1"  # the record keeps the wall-clock point
-    assert runner.repro_command(spec, trial=trial) == (
+    assert runner.repro_command(spec, trial=trial).startswith(
         "crashcert run --engine e.yaml --scenario refund "
-        "--fault 'kill@world:model.answered#1' --seed 0"
+        "--fault 'kill@world:model.answered#1' --seed 0  # "
     )
 
 
 def test_a_time_kill_that_never_struck_reruns_as_planned() -> None:
     spec = runner.TrialSpec.under(builders.refund_scenario(), [TIME_KILL])
     assert "--fault 'kill@time:+0.01s#1'" in runner.repro_command(spec, trial=builders.clean())
+
+
+def _time_killed(*, after_terminal_s: float) -> history.TrialHistory:
+    """A clean run and a time kill that struck `after_terminal_s` after the run was first
+    seen terminal (negative: before)."""
+    trial = builders.clean()
+    assert trial.finished_at is not None
+    step = fault_spec.parse("kill@time:+0.50s")
+    struck = history.FaultApplied(
+        seq=10_000, t=trial.finished_at + after_terminal_s, action="kill", planned=step,
+        struck_at=fault_spec.PointRef(point=step.point, occurrence=1), worker_id="w-1",
+    )  # fmt: skip
+    return trial.model_copy(update={"plan": [step], "events": [*trial.events, struck]})
+
+
+def test_a_time_kill_after_the_run_was_terminal_is_not_applied() -> None:
+    results, verdict = runner.judge(_time_killed(after_terminal_s=0.165))
+    applied = next(r for r in results if r.invariant == "plan.applied")
+    assert applied.verdict.value == "INCONCLUSIVE", applied
+    assert "after the run was seen terminal" in " ".join(applied.evidence)
+    assert verdict.value == "INCONCLUSIVE"  # never a PASS: the kill tested nothing
+
+
+def test_a_time_kill_before_the_end_is_applied() -> None:
+    results, _ = runner.judge(_time_killed(after_terminal_s=-0.2))
+    assert next(r for r in results if r.invariant == "plan.applied").verdict.value == "PASS"
+
+
+def test_a_rerun_at_a_world_point_says_it_is_a_different_trial() -> None:
+    trial = _struck_history()
+    spec = runner.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
+    line = runner.repro_command(spec, trial=trial)
+    assert line.endswith(
+        "# a different trial: kill@time:+0.01s#1 landed after world:model.answered#1; "
+        "this strikes at it"
+    ), line

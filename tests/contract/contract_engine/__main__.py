@@ -16,13 +16,16 @@ def main(argv: list[str]) -> None:
         print(json.dumps({"run_id": store.submit(json.load(sys.stdin))}))
     elif command == "status" and len(argv) == 2:
         print(json.dumps(store.report(argv[1])))
+    elif command == "export" and len(argv) == 2:
+        print(json.dumps(store.export(argv[1])))
     elif command == "worker":
         from .agent import Worker
 
         Worker().run_forever()
     else:
         raise SystemExit(
-            "usage: python -m contract_engine migrate | worker | submit | status RUN_ID"
+            "usage: python -m contract_engine "
+            "migrate | worker | submit | status RUN_ID | export RUN_ID"
         )
 
 

@@ -28,6 +28,13 @@ CREATE TABLE runs (
     delivery_key     text,
     created_at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- One row per checkpoint, written with it: the durable record `export` gives the harness.
+CREATE TABLE checkpoints (
+    run_id  text NOT NULL REFERENCES runs (id),
+    version int NOT NULL,
+    phase   text NOT NULL,
+    PRIMARY KEY (run_id, version)
+);
 CREATE TABLE model_calls (
     run_id text NOT NULL REFERENCES runs (id),
     seq    int NOT NULL,
@@ -97,6 +104,7 @@ UPDATE model_calls SET state = 'recorded', usage = %(usage)s
 
 -- name: checkpoint
 -- One checkpoint: the frontier moves to a new phase and its version grows by one.
+WITH moved AS (
 UPDATE runs
    SET phase = %(phase)s, version = version + 1,
        iterations_used = iterations_used + %(iterations)s,
@@ -107,7 +115,13 @@ UPDATE runs
        delivery_state = coalesce(%(delivery_state)s, delivery_state),
        delivery_key = coalesce(%(delivery_key)s, delivery_key)
  WHERE id = %(run_id)s
+RETURNING id, version, phase
+)
+INSERT INTO checkpoints (run_id, version, phase) SELECT id, version, phase FROM moved
 RETURNING version, phase;
+
+-- name: export_checkpoints
+SELECT run_id, version, phase FROM checkpoints WHERE run_id = %(run_id)s ORDER BY version;
 
 -- name: bill_tokens
 UPDATE runs SET tokens_used = tokens_used + %(tokens)s WHERE id = %(run_id)s;

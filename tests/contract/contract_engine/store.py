@@ -238,6 +238,12 @@ def submit(run_input: dict[str, Any]) -> str:
         return db.execute(SQL["run_by_key"], {"run_key": run_input["run_key"]}).fetchone()["id"]
 
 
+def export(run_id: str) -> dict[str, Any]:
+    """The engine's tables the harness may check its reports against (CONTRACT.md s. 4)."""
+    with connect() as db:
+        return {"checkpoints": db.execute(SQL["export_checkpoints"], {"run_id": run_id}).fetchall()}
+
+
 def report(run_id: str) -> dict[str, Any]:
     with connect() as db:
         run = db.execute(SQL["report_run"], {"run_id": run_id}).fetchone()
