@@ -13,6 +13,7 @@ import dataclasses
 import json
 import pathlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import rich.console
@@ -29,7 +30,7 @@ from harness.contract import capabilities as capabilities_module
 from harness.faults import plan as plan_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
-from harness.report import narrow, summary, terminal
+from harness.report import narrow, terminal
 from harness.scenario import schema
 from harness.trial import runner
 
