@@ -85,6 +85,8 @@ def test_the_streaming_description_is_the_reference_one_plus_streaming() -> None
     plain = yaml.safe_load((here / "engine.yaml").read_text())
     streaming = yaml.safe_load((here / "engine_stream.yaml").read_text())
     assert streaming.pop("env") == {**plain.pop("env"), "CRASHCERT_STREAM": "1"}
+    # and it offers streaming, which the plain one does not claim
+    assert streaming.pop("capabilities") == {**plain.pop("capabilities", {}), "streaming": True}
     for key in ("name", "description"):
         del plain[key], streaming[key]
     assert streaming == plain
