@@ -140,3 +140,17 @@ def test_a_schedule_of_two_classes_shrinks_to_both() -> None:
     assert result.failure is not None, explore.render(result)
     assert sorted(result.failure.labels) == sorted(bugs), explore.render(result)
     assert result.failure.status is explore.Status.REPRODUCIBLE
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_fault_over_six_world_points_is_exhausted_within_eight_examples(seed: int) -> None:
+    """The premise of test_explore_engines' world-fault hunt: any seed reaches every point."""
+    ran: list[str] = []
+
+    def run(schedule: list[spec.FaultStep], purpose: str) -> explore.Observation:
+        del purpose
+        ran.extend(step.label() for step in schedule)
+        return PASS
+
+    explore.search(run, space(), faults=["response_lost"], examples=8, seed=seed, max_faults=1)
+    assert set(ran) == {f"response_lost@{point}#{n}" for point, n in WORLD.points}
