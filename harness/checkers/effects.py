@@ -73,18 +73,6 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         if unproven := reach.nothing_to_judge(INVARIANT, what, history, notes):
             return unproven
         return verdict.decide(INVARIANT, failures=[], notes=[what], passed=what)
-    unhealed = [item for item in facts.interruptions(history) if math.isinf(item.end)]
-    if unhealed:
-        return verdict.decide(
-            INVARIANT,
-            failures=[],
-            notes=[],
-            unknowns=[
-                "a fault never healed, so a missing effect may be its doing: "
-                + "; ".join(item.describe() for item in unhealed)
-            ],
-            passed="",
-        )
     effects = collections.Counter(
         facts.logical_call(effect.tool, effect.arguments) for effect in facts.tool_effects(history)
     )
@@ -106,6 +94,18 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             )
         else:
             done += len(ids)
+    unhealed = [item for item in facts.interruptions(history) if math.isinf(item.end)]
+    if failures and unhealed:
+        return verdict.decide(
+            INVARIANT,
+            failures=[],
+            notes=[*failures, *notes],
+            unknowns=[
+                "a fault never healed, so a missing effect may be its doing: "
+                + "; ".join(item.describe() for item in unhealed)
+            ],
+            passed="",
+        )
     if failures and report.tool_calls:
         states = ", ".join(f"{call.id} {call.state}" for call in report.tool_calls)
         notes.append(f"the report's tool calls: {states}")

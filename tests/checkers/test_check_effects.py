@@ -166,3 +166,14 @@ def test_a_run_that_never_finished_is_not_judged() -> None:
     trial = builders.first_round(builders.Trial())
     trial.report("running")
     assert effects.check(trial.build()).verdict is V.INCONCLUSIVE
+
+
+def test_a_fault_that_never_healed_does_not_matter_when_the_work_was_done() -> None:
+    trial = builders.Trial()
+    builders.first_round(trial)
+    trial.model_turn(1)
+    trial.fault("pause", trial.start_tool("call_refund"))  # never resumed: no record
+    trial.finish_tool("call_refund")
+    trial.close_round()
+    builders.last_turn(trial)
+    assert effects.check(trial.build()).verdict is V.PASS
