@@ -134,33 +134,66 @@ class ExploreResult:
 # -- what schedules are made of -----------------------------------------------------------
 
 
+# The run as a whole, where a per-run fault (submit_twice) strikes: one point, no occurrence.
+RUN: Point = (spec.RUN_POINT, 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Space:
-    """Where faults may strike: the baseline's hits in order, then hits only recovery reaches."""
+    """Where faults may strike: the baseline's hits in order, then its world points (where
+    the world answered, applied, accepted: the faults of the world's response strike
+    there), then the run as a whole; then the hits and world points only recovery reaches.
+    The matrix plans the same places (harness/faults/plan.py, fault_plans)."""
 
     reached: tuple[Point, ...]
     beyond: tuple[Point, ...] = ()
+    # Occurrences of world:model.answered the engine asked to stream (None: not known).
+    streamed: frozenset[int] | None = None
 
     def all(self) -> list[Point]:
         return [*self.reached, *self.beyond]
 
+    def admits(self, fault: str, hit: Point) -> bool:
+        """A stream is cut only where the engine streamed; one that never streams gets
+        one stream_cut, at the first answer, recorded as not applicable (as the matrix)."""
+        if not spec.applies_at(fault, hit[0]):
+            return False
+        if fault != "stream_cut" or self.streamed is None:
+            return True
+        return hit[1] in (self.streamed or {1})
 
-def candidates(trace: Sequence[Point], *, points: Sequence[str] | None = None) -> Space:
-    """The baseline's hits in order, then the next occurrence of each point (recovery only).
 
-    Earlier means simpler: Hypothesis shrinks towards the first hits of the baseline.
-    `points` keeps only these boundaries (base names; their before_commit twins included).
-    """
-    reached = list(dict.fromkeys(trace))
+def _next_occurrences(reached: Sequence[Point]) -> list[Point]:
     last: dict[str, int] = {}
     for point, occurrence in reached:
         last[point] = max(last.get(point, 0), occurrence)
-    beyond = [(point, last[point] + 1) for point in last]
+    return [(point, last[point] + 1) for point in last]
+
+
+def candidates(
+    trace: Sequence[Point],
+    *,
+    points: Sequence[str] | None = None,
+    world: plan.WorldTrace | None = None,
+) -> Space:
+    """The baseline's hits in order, its world points, the run; then the next occurrence of
+    each point and world point (recovery only).
+
+    Earlier means simpler: Hypothesis shrinks towards the first hits of the baseline.
+    `points` keeps only these boundaries (base names; their before_commit twins included),
+    and world points and `run` only when named.
+    """
+    reached = list(dict.fromkeys(trace))
+    beyond = _next_occurrences(reached)
+    world_points = list(dict.fromkeys(world.points)) if world is not None else []
+    reached += [*world_points, RUN]
+    beyond += _next_occurrences(world_points)
     if points:
         wanted = set(points)
         reached = [hit for hit in reached if boundaries.base_name(hit[0]) in wanted]
         beyond = [hit for hit in beyond if boundaries.base_name(hit[0]) in wanted]
-    return Space(reached=tuple(reached), beyond=tuple(beyond))
+    streamed = None if world is None else world.streamed
+    return Space(reached=tuple(reached), beyond=tuple(beyond), streamed=streamed)
 
 
 def schedules(
@@ -173,7 +206,7 @@ def schedules(
     """
 
     def usable(hits: Sequence[Point]) -> list[Point]:
-        return [hit for hit in hits if any(spec.applies_at(fault, hit[0]) for fault in faults)]
+        return [hit for hit in hits if any(space.admits(fault, hit) for fault in faults)]
 
     reached, everywhere = usable(space.reached), usable(space.all())
     if not reached:
@@ -186,9 +219,12 @@ def schedules(
         @st.composite
         def draw_step(draw: st.DrawFn) -> spec.FaultStep:
             point, occurrence = draw(st.sampled_from(hits))
-            actions = [fault for fault in faults if spec.applies_at(fault, point)]
+            actions = [fault for fault in faults if space.admits(fault, (point, occurrence))]
             action = draw(st.sampled_from(actions))  # a catalog name (check_faults)
-            return spec.FaultStep(action=action, point=point, occurrence=occurrence)
+            params: dict[str, object] = {}
+            if spec.CATALOG[action].per_run:  # once per value of its choice, as the matrix
+                params = draw(st.sampled_from(spec.per_run_choices(action)))
+            return spec.FaultStep(action=action, point=point, occurrence=occurrence, params=params)
 
         return draw_step()
 
@@ -439,7 +475,11 @@ def explore(
             f"the baseline of {scenario.name} without faults is {baseline.verdict.value}, "
             f"nothing to explore from; see {baseline.directory} (rerun: {baseline.repro})"
         )
-    space = candidates(plan.baseline_trace(baseline.history), points=points)
+    space = candidates(
+        plan.baseline_trace(baseline.history),
+        points=points,
+        world=plan.world_trace(baseline.history),
+    )
 
     def owns(schedule: list[spec.FaultStep]) -> bool:
         return shard is None or shard.owns(scenario.name, plan.plan_label(schedule))

@@ -14,6 +14,7 @@ from harness import errors
 from harness.checkers import (
     approval,
     budget,
+    effects,
     fencing,
     frontier,
     liveness,
@@ -33,6 +34,7 @@ REGISTRY: dict[str, Checker] = {
     model.ONCE_AFTER_DECISION: model.check_once_after_decision,
     model.COUNT: model.check_count,
     tools.AT_MOST_ONCE: tools.check_at_most_once,
+    effects.INVARIANT: effects.check,
     tools.SAME_KEY: tools.check_same_key,
     approval.INVARIANT: approval.check,
     unknown_outcome.INVARIANT: unknown_outcome.check,

@@ -5,6 +5,8 @@ until W claims again, W must send no COMMIT (judged from its commit hits: the CO
 after the hit's `:before_commit` twin), and (with engine tables) write no event. A commit
 whose COMMIT was already in flight at the claim may have landed first: not judged from
 hits. Calls to the world by a stale worker cannot be attributed to it: not judged here.
+At the attempt limit a worker may end a lapsed run dead_lettered without claiming it: that
+finish is a handover too, never a stale commit (CONTRACT.md section 5).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers import facts, reach, verdict
+from harness.contract import boundaries
 from harness.trial import history as history_module
 
 INVARIANT = "lease.fencing"
+FINISH_POINT = "run.finished"
+DEAD_LETTERED = "dead_lettered"
 CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})
 # Worker events after which the worker is dead: it exited, or crashed on its own.
 GONE = frozenset({"exited", "crashed"})
@@ -33,6 +38,34 @@ def _dead_before(history: history_module.TrialHistory, worker: str, seq: int) ->
     return False
 
 
+def _interrupted_at(history: history_module.TrialHistory, worker: str, t: float) -> bool:
+    """A fault (pause, database cut ...) held `worker` at `t`: its lease may have lapsed."""
+    return any(
+        item.fault.worker_id == worker and item.start <= t <= item.end
+        for item in facts.interruptions(history)
+    )
+
+
+def _dead_letters_lapsed(
+    history: history_module.TrialHistory,
+    hit: history_module.BoundaryHit,
+    holder: str | None,
+    claims_seen: int,
+) -> bool:
+    """CONTRACT.md section 5, "Attempts and dead letters": at the attempt limit, a worker
+    that finds the run's lease lapsed ends it dead_lettered without claiming it (a claim
+    would count a fourth attempt of three). That finish takes the run over like a claim;
+    it is no stale commit when the holder was gone, or held by a fault, at the time."""
+    if holder is None or hit.worker_id == holder:
+        return False
+    if boundaries.base_name(hit.point) != FINISH_POINT or not facts.is_commit_point(hit):
+        return False
+    status = hit.detail.get("status", facts.final_status(history))
+    if status != DEAD_LETTERED or claims_seen < history.scenario.max_attempts:
+        return False
+    return _dead_before(history, holder, hit.seq) or _interrupted_at(history, holder, hit.t)
+
+
 def _from_hits(
     history: history_module.TrialHistory, failures: list[str], notes: list[str], held: list[str]
 ) -> int:
@@ -43,12 +76,28 @@ def _from_hits(
     handovers = 0
     unattributed = 0
     sent = facts.commit_sent(history)
+    claims_seen = 0
     for hit in facts.run_hits(history):
         worker = hit.worker_id
         if worker is None:
             unattributed += 1
             continue
+        if _dead_letters_lapsed(history, hit, holder, claims_seen):
+            assert holder is not None
+            handovers += 1
+            fenced.pop(worker, None)
+            where = f"{facts.describe_hit(hit)}"
+            if not _dead_before(history, holder, hit.seq):
+                fenced[holder] = hit  # the interrupted holder may commit nothing after it
+            notes.append(
+                f"{worker} ended the run dead_lettered at {where} after all {claims_seen} "
+                f"attempts, without a claim, while {holder}'s lease lapsed"
+            )
+            held.append(f"{worker} dead-lettered the lapsed run at {where} after {holder}")
+            holder = worker
+            continue
         if hit.point == facts.CLAIM_POINT:
+            claims_seen += 1
             fenced.pop(worker, None)
             if holder is not None and holder != worker:
                 handovers += 1

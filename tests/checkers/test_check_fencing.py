@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.checkers import fencing, verdict
+from harness.scenario import schema
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -184,3 +185,66 @@ def test_pass_after_a_kill_says_the_old_holder_was_gone() -> None:
     assert fencing.check(trial.build()).summary == (
         f"w-1 was gone when w-2 claimed at run.claimed#2 (hit seq {claim.seq})"
     )
+
+
+def dead_letter_at_the_limit(*, kill_holder: bool = True, attempts: int = 3) -> builders.Trial:
+    """dead_letter (3 attempts), `kill@run.claimed#3`: every attempt's inference is answered
+    500, which ends the attempt; w-1 and w-2 take turns; w-1 is killed as it claims the
+    third time; w-2, alive all along, finds the lease lapsed at the limit and ends the run
+    dead_lettered without a fourth claim."""
+    trial = builders.Trial(schema.find("dead_letter"))
+    for attempt in range(attempts):
+        claim = trial.claim("w-1" if attempt % 2 == 0 else "w-2")
+        if attempt < attempts - 1:
+            trial.checkpoint("model.pending", "model_pending", turn=1)
+            trial.model_request(1, status=500)
+    if kill_holder:
+        builders.kill(trial, claim)
+    trial.worker = "w-1" if claim.worker_id == "w-2" else "w-2"  # the other one survives
+    trial.checkpoint("run.finished", None, status="dead_lettered")
+    trial.report("dead_lettered", attempts=attempts)
+    return trial
+
+
+def test_the_survivor_dead_lettering_a_lapsed_run_at_its_limit_is_no_stale_commit() -> None:
+    result = fencing.check(dead_letter_at_the_limit().build())
+    assert result.verdict is V.PASS, result
+    assert "w-2 ended the run dead_lettered at run.finished#1 by w-2" in builders.evidence(result)
+    assert "after all 3 attempts, without a claim, while w-1's lease lapsed" in (
+        builders.evidence(result)
+    )
+
+
+def test_dead_lettering_a_run_whose_holder_is_alive_and_well_is_a_stale_commit() -> None:
+    result = fencing.check(dead_letter_at_the_limit(kill_holder=False).build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith("w-2 committed run.finished#1 by w-2")
+
+
+def test_dead_lettering_before_the_limit_is_a_stale_commit() -> None:
+    """Two attempts of three: the run is to be claimed again, not finished by a fenced worker."""
+    result = fencing.check(dead_letter_at_the_limit(attempts=2).build())
+    assert result.verdict is V.FAIL
+    assert "committed run.finished#1 by w-1" in result.summary
+
+
+def test_a_paused_holder_fenced_by_the_dead_letter_may_commit_nothing_after_it() -> None:
+    trial = builders.Trial(schema.find("dead_letter"))
+    for worker in ("w-1", "w-2"):
+        trial.claim(worker)
+        trial.checkpoint("model.pending", "model_pending", turn=1)
+        trial.model_request(1, status=500)
+    paused = trial.fault("pause", trial.claim("w-1"))
+    trial.worker = "w-2"
+    trial.checkpoint("run.finished", None, status="dead_lettered")
+    trial.fault("resume", worker="w-1")
+    trial.worker = "w-1"
+    stale = trial.checkpoint("model.pending", "model_pending", turn=1)
+    trial.report("dead_lettered", attempts=3)
+    result = fencing.check(trial.build())
+    assert paused.worker_id == "w-1"
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(
+        f"w-1 committed model.pending#3 by w-1 (hit seq {stale.seq}"
+    ), result.summary
+    assert "after losing its lease at run.finished#1 by w-2" in result.summary

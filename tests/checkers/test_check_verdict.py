@@ -43,6 +43,7 @@ def test_invariants_are_the_design_ids_in_order() -> None:
         "model.once_after_decision",
         "model.count",
         "tool.at_most_once",
+        "tool.at_least_once",
         "tool.same_key",
         "tool.approval",
         "tool.unknown_outcome",

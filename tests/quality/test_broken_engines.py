@@ -35,6 +35,9 @@ PLAN_APPLIED = "plan.applied"
 # Trials at once. Worker start-up (a Python process importing openai) dominates a trial and
 # is mostly waiting, so a few trials overlap well even on a small machine.
 JOBS = int(os.environ.get("CRASHCERT_QUALITY_JOBS", "2"))
+# `CRASHCERT_QUALITY_ONLY=engine,...` starts the trials of these cases alone (the fixture
+# starts every case's trials at once, whatever `-k` selects): for working on one case.
+ONLY = frozenset(filter(None, os.environ.get("CRASHCERT_QUALITY_ONLY", "").split(",")))
 BROKEN, REFERENCE, CLEAN = "broken", "reference", "clean"
 
 
@@ -169,6 +172,17 @@ CASES = (
         ("run.liveness",),
         says="tool service unreachable",
     ),
+    # The tools link is down for 2.5 leases as the refund starts (refused, so nothing
+    # left): this variant gives up after 0.3 s, tells the model "error" and goes on, and the
+    # script's reply claims a refund the payment service never saw. Every other invariant
+    # passes; the reference engine sends the same request again once the link heals.
+    Case(
+        "gives_up_on_refused_tool",
+        "refund",
+        ("tool_cut@tool.started#2",),
+        ("tool.at_least_once",),
+        says="0 effect(s) in the world, 1 needed",
+    ),
     # The worker's clock falls an hour behind once it holds the refund run; paused before
     # posting the reply, its lease lapses and the adopter dies at its own reply.sending.
     # Woken, this variant trusts its clock (lease "live"), delivers and commits the finish
@@ -222,6 +236,8 @@ def trials(base_lab: shared.Lab, tmp_path_factory: pytest.TempPathFactory) -> It
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=JOBS)
     futures: Trials = {}
     for case in CASES:
+        if ONLY and case.engine not in ONLY:
+            continue
         broken = lab_for(base_lab, commands.load(case.description))
         ref = str(case.description.relative_to(REPO))
         reference = base_lab
@@ -263,9 +279,15 @@ def by_invariant(outcome: runner.TrialOutcome) -> dict[str, verdict.CheckResult]
 IDS = [case.engine for case in CASES]
 
 
+def outcome_of(trials: Trials, case: Case, kind: str) -> runner.TrialOutcome:
+    if (case.engine, kind) not in trials:
+        pytest.skip(f"not in CRASHCERT_QUALITY_ONLY={','.join(sorted(ONLY))}")
+    return trials[(case.engine, kind)].result()
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_broken_engine_is_caught(trials: Trials, case: Case) -> None:
-    outcome = trials[(case.engine, BROKEN)].result()
+    outcome = outcome_of(trials, case, BROKEN)
     results = by_invariant(outcome)
     # A fault that never struck proves nothing about the engine.
     assert results[PLAN_APPLIED].verdict is verdict.Verdict.PASS, explain(outcome)
@@ -281,7 +303,7 @@ def test_broken_engine_is_caught(trials: Trials, case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_reference_engine_passes(trials: Trials, case: Case) -> None:
-    outcome = trials[(case.engine, REFERENCE)].result()
+    outcome = outcome_of(trials, case, REFERENCE)
     assert outcome.verdict is verdict.Verdict.PASS, explain(outcome)
 
 
@@ -289,5 +311,5 @@ def test_reference_engine_passes(trials: Trials, case: Case) -> None:
 def test_broken_engine_passes_without_faults(trials: Trials, case: Case) -> None:
     """The bug is latent: only the fault exposes it (so the test proves the harness's
     fault, not a bug any clean run shows)."""
-    outcome = trials[(case.engine, CLEAN)].result()
+    outcome = outcome_of(trials, case, CLEAN)
     assert outcome.verdict is verdict.Verdict.PASS, explain(outcome)

@@ -152,3 +152,38 @@ def test_reference_engine_survives_many_schedules(scenario: str, tmp_path: pathl
     report = describe(result, engine="reference")
     assert result.failure is None, report
     assert not result.verdicts.get(verdict.Verdict.ERROR.value), report
+
+
+@pytest.mark.quality
+@pytest.mark.matrix
+@pytest.mark.postgres
+def test_exploration_of_world_faults_finds_a_fresh_key_on_a_lost_response(
+    base_lab: shared.Lab, tmp_path: pathlib.Path
+) -> None:
+    """`crashcert explore --faults response_lost`: the schedules strike the world points the
+    baseline's ledgers show (before, explore drew from boundary hits alone and refused).
+    One fault each over the six world points of refund: the search runs them all within
+    its examples, so any seed finds a lost tool response, which this engine resends under a
+    new key (a few trials: the baseline, at most six, one replay)."""
+    description = ENGINES / "fresh_key_on_lost_response.yaml"
+    result = explore.explore(
+        lab_for(base_lab, commands.load(description)),
+        schema.find("refund"),
+        out_dir=tmp_path,
+        examples=8,
+        seed=SEED,
+        faults=("response_lost",),
+        max_faults=1,
+        shrink_budget=2,
+        replays=1,
+        scenario_ref="refund",
+        engine_ref=str(description.relative_to(REPO)),
+    )
+    report = describe(result, engine="fresh_key_on_lost_response")
+    print(report)
+    assert result.failure is not None, report
+    assert result.failure.status is explore.Status.REPRODUCIBLE, report
+    [step] = result.failure.schedule
+    assert (step.action, step.point) == ("response_lost", "world:tool.effect"), report
+    assert "tool.same_key" in result.failure.invariants, report
+    assert result.trials <= 7, report

@@ -56,7 +56,7 @@ def space() -> explore.Space:
 
 def test_candidates_add_the_next_occurrence_of_each_point() -> None:
     points = space()
-    assert list(points.reached) == TRACE
+    assert list(points.reached) == [*TRACE, explore.RUN]  # the run: per-run faults
     assert ("run.claimed", 2) in points.beyond and ("model.pending", 3) in points.beyond
     assert ("tools.pending", 2) in points.beyond
     assert len(points.all()) == len(set(points.all()))
