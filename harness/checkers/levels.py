@@ -63,6 +63,9 @@ BREAKS: dict[str, tuple[str, ...]] = {
     "model.once_after_decision": (*_COMMITS, MODEL_CUT),
     "model.count": (*_COMMITS, LOST_RESPONSE, MODEL_CUT),
     "tool.at_most_once": (*_COMMITS, LOST_RESPONSE, TOOL_CUT),
+    # Work claimed done that never happened: a call given up on a cut link or a lost
+    # answer, or skipped when a resumed run misreads where it stopped.
+    "tool.at_least_once": (*_COMMITS, LOST_RESPONSE, TOOL_CUT),
     "tool.same_key": (*_COMMITS, LOST_RESPONSE, TOOL_CUT),
     "tool.approval": _COMMITS,
     "tool.unknown_outcome": (KILL, LATE, LOST_RESPONSE, TOOL_CUT),
