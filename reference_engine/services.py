@@ -193,7 +193,11 @@ class Services:
             return ToolResult("outcome_unknown", {"error": last_error})
         if maybe_applied:
             return ToolResult("outcome_unknown", {"error": f"gave up: {last_error}"})
-        return ToolResult("failed", {"error": f"not applied after retries: {last_error}"})
+        # Never applied, but not refused by the tool either: the link is down. Settling the
+        # call `failed` would tell the model a refund it needed cannot be done, and end the
+        # run as if it had (tool.at_least_once); the run is given back and tried later, and
+        # the call is sent again with its key (CONTRACT.md section 5, links).
+        raise errors.ServiceUnavailable(f"tool {name} unreachable: {last_error}")
 
     def _redeployed(self, name: str, declaration: dict[str, Any]) -> bool:
         """Whether the tool's fingerprint changed since the call was started with

@@ -103,7 +103,9 @@ def required_at(fault: str, point: str) -> bool:
     return service is None or boundaries.base_name(point) in LINK_POINTS[service]
 
 
-AT_LEAST_ONCE_REQUIRES: tuple[str, ...] = ("run.liveness",)
+# A run that finishes claiming work it never did is not at-least-once: the customer is told
+# "refunded" and no refund happened. tool.at_least_once is the floor's other half.
+AT_LEAST_ONCE_REQUIRES: tuple[str, ...] = ("run.liveness", "tool.at_least_once")
 CRASH_SAFE_REQUIRES: tuple[str, ...] = (
     *AT_LEAST_ONCE_REQUIRES,
     "tool.at_most_once",

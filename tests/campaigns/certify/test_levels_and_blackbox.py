@@ -24,7 +24,11 @@ def test_levels_nest_and_grant_the_highest_whose_invariants_all_held() -> None:
     assert set(at_least_once.requires) < set(crash_safe.requires) < set(full.requires)
     assert levels.grant(set(full.requires)) is levels.Level.FULL
     assert levels.grant(set(crash_safe.requires)) is levels.Level.CRASH_SAFE
-    assert levels.grant({"run.liveness", "tool.at_most_once"}) is levels.Level.AT_LEAST_ONCE
+    assert levels.grant({"run.liveness", "tool.at_most_once"}) is levels.Level.NONE
+    assert (
+        levels.grant({"run.liveness", "tool.at_least_once", "tool.at_most_once"})
+        is levels.Level.AT_LEAST_ONCE
+    )
     assert levels.grant(set()) is levels.Level.NONE
     assert levels.rank(levels.Level.FULL) > levels.rank(levels.Level.CRASH_SAFE)
     assert levels.parse("crash_safe") is levels.Level.CRASH_SAFE
