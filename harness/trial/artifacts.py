@@ -47,6 +47,7 @@ STREAMS = {
     "tool": "tools",
     "sink": "sink",
     "report": "reports",
+    "foreign": "foreign",
 }
 
 # libyaml's dumper when PyYAML has it: the pure-Python one took ~25 ms per trial.
@@ -103,6 +104,7 @@ def write_trial(
     repro: str,
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)  # another local user reads neither the history nor the logs
     (directory / "scenario.yaml").write_text(
         yaml.dump(trial.scenario.model_dump(mode="json"), Dumper=_DUMPER, sort_keys=False)
     )

@@ -239,6 +239,7 @@ def _execute(
         if clocks is not None:
             stack.callback(clocks.close)
         directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)  # its logs and history are this user's alone
         server = control.ControlServer(recorder).start()
         stack.callback(server.stop)
         launcher = launcher_module.Launcher(
@@ -306,6 +307,7 @@ def _execute(
             trial.healed_at = max(fault.t for fault in faults) if faults else None
             snapshot = world.snapshot()
             trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
+            trial.foreign = snapshot.foreign
         if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)
