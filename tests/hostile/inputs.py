@@ -54,6 +54,26 @@ def scenario(**changes: object) -> str:
     return REFUND.format(**{**DEFAULTS, **changes})
 
 
+def tagged(old: str, new: str) -> str:
+    """The refund scenario with one piece replaced by YAML that JSON cannot say."""
+    text = scenario()
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+# YAML types beyond JSON's (issue 33): each once crashed the world or a checker mid-trial.
+NOT_JSON = {
+    "!!set tool arguments": ("{order: 'ord-{run}'}", "!!set {a, b}"),
+    "!!binary tool result": ("{ok: true}", "!!binary aGVsbG8="),
+    "timestamp tool result": ("{ok: true}", "{at: 2024-01-01 10:00:00}"),
+    "date mapping key": ("{ok: true}", "{2024-01-01: ok}"),
+    "integer mapping key": ("{ok: true}", "{1: ok}"),
+    "null mapping key": ("{ok: true}", "{null: ok}"),
+    "!!omap tool result": ("{ok: true}", "!!omap [{a: 1}]"),
+    "!!binary in the input": ("'Refund ord-{run}'", "!!binary aGVsbG8="),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
@@ -119,6 +139,15 @@ CASES: list[Case] = [
     Case("directory as a scenario", ["run", "--scenario", "d.yaml"], {"d.yaml/x": ""}),
     Case("empty scenario file", ["run", "--scenario", "s.yaml"], {"s.yaml": ""}),
     Case("scenario that is a list", ["run", "--scenario", "s.yaml"], {"s.yaml": "[1, 2]\n"}),
+    # YAML that JSON cannot say, at validation and at run
+    *[
+        Case(f"{name} ({command})", [*args, "s.yaml"], {"s.yaml": tagged(*change)})
+        for name, change in NOT_JSON.items()
+        for command, args in (
+            ("validate", ["scenarios", "validate"]),
+            ("run", ["run", "--scenario"]),
+        )
+    ],
     # numbers and text that would reach the engine
     Case("deadline .inf", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(deadline=".inf")}),
     Case(
