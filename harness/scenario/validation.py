@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import pathlib
-import stat
 from typing import Any, TypeVar
 
 import pydantic
 import yaml
 
-from harness import errors
+from harness import errors, readers
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
 
@@ -36,14 +34,6 @@ MAX_JSON_INT = 2**53 - 1
 NUL_REASON = "Postgres text cannot store it"
 
 WRITE_OUT = "write the value out in full"
-
-_FILE_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 def describe(error: pydantic.ValidationError) -> str:
@@ -72,32 +62,7 @@ def read_yaml(path: pathlib.Path, *, what: str) -> Any:
 
 def _read_text(path: pathlib.Path, *, what: str) -> str:
     """The file's text, refusing anything that is not a small regular UTF-8 file."""
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
-    mode = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(descriptor)
-        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise errors.CrashcertError(f"{path}: cannot read {what}: it is {kind}, not a regular file")
-    with os.fdopen(descriptor, "rb") as file:
-        try:
-            data = file.read(MAX_YAML_BYTES + 1)
-        except OSError as error:
-            raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
-    if len(data) > MAX_YAML_BYTES:
-        raise errors.CrashcertError(
-            f"{path}: cannot read {what}: larger than {MAX_YAML_BYTES} bytes"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise errors.CrashcertError(
-            f"{path}: cannot read {what}: not UTF-8 text "
-            f"(byte 0x{data[error.start]:02x} at offset {error.start})"
-        ) from None
+    return readers.read_text(path, what=what, max_bytes=MAX_YAML_BYTES)
 
 
 class _Refused(yaml.MarkedYAMLError):

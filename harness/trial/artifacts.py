@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from harness import errors, provenance
+from harness import errors, provenance, readers
 from harness.lab import isolation
 from harness.lab.postgres import dsn
 from harness.trial import history
@@ -73,13 +73,10 @@ def write_history(path: pathlib.Path, trial: history.TrialHistory) -> None:
 def read_history(path: pathlib.Path) -> history.TrialHistory:
     fields: dict[str, Any] = {field: [] for field in STREAMS.values()}
     fields["engine_tables"] = None
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read history: {error}") from None
-    for number, line in enumerate(lines, start=1):
+    text = readers.read_text(path, what="history", max_bytes=readers.MAX_HISTORY_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
         try:
-            record = json.loads(line)
+            record = readers.loads(line)
             kind = record["type"]
             if kind == "header":
                 fields.update({key: value for key, value in record.items() if key != "type"})

@@ -9,6 +9,7 @@ secret, and end within its time limit. None of them needs a crash trial to run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import subprocess
@@ -20,6 +21,8 @@ CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
 LIMIT_S = 60.0
 SECRET = "hunter2-sk-test"
 ACCEPTED_EXIT = (2, 3)
+# How the CLI prints an exception it did not expect (harness/cli/main.py).
+INTERNAL = "harness or environment error"
 
 REFUND = (
     "name: {name}\n"
@@ -98,14 +101,43 @@ class Outcome:
         return SECRET in self.output
 
     @property
+    def internal(self) -> bool:
+        """An exception of crashcert's own printed as the reason, not the input at fault."""
+        return INTERNAL in self.output
+
+    @property
     def clear(self) -> bool:
-        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret."""
+        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret, and
+        the reason is the input's, not an internal error."""
         return (
             self.exit_code in ACCEPTED_EXIT
             and bool(self.output.strip())
             and not self.traceback
             and not self.leaked
+            and not self.internal
         )
+
+
+def _shard(**meta: object) -> str:
+    """A shard.json, valid but for what `meta` changes."""
+    fields: dict[str, object] = {
+        "kind": "matrix",
+        "index": 1,
+        "count": 1,
+        "fingerprint": "f",
+        "crashcert": {"version": "0", "revision": None},
+        "planned": [["refund", "baseline"]],
+        **meta,
+    }
+    trial = {"scenario": "refund", "label": "baseline", "verdict": "PASS", "plan": []}
+    return json.dumps({"shard": fields, "trials": [trial], "verdict": "PASS"})
+
+
+def _merge(name: str, text: str) -> Case:
+    return Case(name, ["merge", "s", "--out", "o"], {"s/shard.json": text})
+
+
+DEEP_JSON = "[" * 5000 + "]" * 5000
 
 
 def _engine(**changes: str) -> str:
@@ -248,6 +280,31 @@ CASES: list[Case] = [
             "--pg-dsn",
             f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres",
         ],
+    ),
+    # traces and shard records (issue 33)
+    Case("/dev/zero as an OTLP trace", ["incident", "import", "--otlp", "/dev/zero"]),
+    Case(
+        "deep OTLP document",
+        ["incident", "import", "--otlp", "t.json"],
+        {"t.json": '{"resourceSpans": ' + DEEP_JSON + "}"},
+    ),
+    _merge("merge of a shard with count 1e10", _shard(count=10_000_000_000)),
+    _merge("merge of a shard with a string count", _shard(count="4")),
+    _merge("merge of a shard with count 0", _shard(count=0, index=0)),
+    _merge("merge of a shard of kind bogus", _shard(kind="bogus")),
+    _merge("merge of a shard with index > count", _shard(index=3, count=2)),
+    _merge(
+        "merge of a shard with a bogus verdict",
+        _shard().replace('"verdict": "PASS", "plan"', '"verdict": "GREAT", "plan"'),
+    ),
+    _merge("merge of a deep shard.json", '{"shard": ' + DEEP_JSON + "}"),
+    _merge("merge of a shard with NaN", _shard().replace('"count": 1', '"count": NaN')),
+    Case("merge of /dev/zero", ["merge", "/dev/zero", "--out", "o"]),
+    Case("--shard of 10^20", ["matrix", "--shard", "1/99999999999999999999"]),
+    Case(
+        "analyze a deep history line",
+        ["analyze", "t"],
+        {"t/history.jsonl": '{"type": "event", "item": ' + DEEP_JSON + "}\n"},
     ),
     # stored trials
     Case("analyze a directory without trials", ["analyze", "empty"], {"empty/.keep": ""}),
