@@ -131,7 +131,9 @@ def build_input(scenario: schema.Scenario, run_key: str) -> run_report.RunInput:
 def run_trial(lab: shared.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
     trial_id = uuid.uuid4().hex[:10]
     black_box = isinstance(lab.engine, blackbox_engine.BlackBoxEngine)
-    directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    directory = store.claim_directory(
+        out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    )
     trial = history.TrialHistory(
         trial_id=trial_id,
         engine=lab.engine.name,
