@@ -229,6 +229,14 @@ CASES: list[Case] = [
         ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?bogus=1"],
     ),
     Case(
+        "a param kill does not read",
+        ["run", "--scenario", "refund", "--fault", "kill@tool.started#1?offset_s=5"],
+    ),
+    Case(
+        "a param db_cut does not read",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?resume_after_s=5"],
+    ),
+    Case(
         "commit_lost without :before_commit",
         ["run", "--scenario", "refund", "--fault", "commit_lost@tool.returned#1"],
     ),
