@@ -10,13 +10,15 @@ merge_explore.py) after the same checks.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from harness import errors
+import pydantic
+
+from harness import errors, readers
 from harness.campaigns import shard as shard_module
 from harness.checkers import verdict
+from harness.scenario import validation
 
 
 @dataclasses.dataclass
@@ -51,6 +53,8 @@ def find(paths: list[pathlib.Path]) -> list[ShardReport]:
             records.append(path)
         elif path.is_dir():
             records.extend(sorted(path.rglob(shard_module.RECORD)))
+        elif path.exists():
+            raise errors.CrashcertError(f"merge: {path} is neither a regular file nor a directory")
         else:
             raise errors.CrashcertError(f"merge: {path} does not exist")
     if not records:
@@ -60,13 +64,72 @@ def find(paths: list[pathlib.Path]) -> list[ShardReport]:
     reports = []
     for record in records:
         try:
-            document = json.loads(record.read_text())
-        except (OSError, ValueError) as error:
-            raise errors.CrashcertError(f"merge: {record}: unreadable ({error})") from error
+            document = readers.read_json(
+                record, what="a shard's report", max_bytes=readers.MAX_RECORD_BYTES
+            )
+        except errors.CrashcertError as error:
+            raise errors.CrashcertError(f"merge: {error}") from None
         if not isinstance(document, dict) or "shard" not in document:
             raise errors.CrashcertError(f"merge: {record} is not a shard's report")
+        try:
+            ShardDocument.model_validate(document)
+        except pydantic.ValidationError as error:
+            raise errors.CrashcertError(
+                f"merge: {record} is not a shard's report: {validation.describe(error)}"
+            ) from None
         reports.append(ShardReport(record, document))
     return reports
+
+
+class _Open(pydantic.BaseModel):
+    # What merge reads is checked; what it only carries along may be anything JSON.
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+class ShardMeta(_Open):
+    kind: Literal["matrix", "certify", "explore"] = "matrix"
+    index: int = pydantic.Field(strict=True, ge=1, le=shard_module.MAX_SHARDS)
+    count: int = pydantic.Field(strict=True, ge=1, le=shard_module.MAX_SHARDS)
+    fingerprint: str
+    crashcert: dict[str, str | None]
+    planned: list[list[str]]
+    out_dir: str | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _index_within_count(self) -> ShardMeta:
+        if self.index > self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: the index exceeds the count")
+        if "version" not in self.crashcert:
+            raise ValueError("crashcert.version is missing")
+        return self
+
+
+# A field named `verdict` hides the module inside the models below.
+Verdict = verdict.Verdict
+# Counts a merge adds up: a shard runs at most this many trials of a kind.
+MAX_COUNT = 10**9
+Count = Annotated[int, pydantic.Field(strict=True, ge=0, le=MAX_COUNT)]
+
+
+class ShardTrial(_Open):
+    # A matrix's trials have all of these; a certification's name theirs by mode as well.
+    scenario: str | None = None
+    label: str | None = None
+    verdict: Verdict | None = None
+    plan: list[Any] | None = None
+    directory: str | None = None
+
+
+class ShardDocument(_Open):
+    """A shard.json as `merge` reads it: bounded integers, known kinds and verdicts."""
+
+    shard: ShardMeta
+    trials: list[ShardTrial] = pydantic.Field(default_factory=list)
+    wall_s: float = pydantic.Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    verdict: Verdict | None = None
+    unreached: list[str] = pydantic.Field(default_factory=list)
+    verdicts: dict[str, Count] | None = None  # an exploration's tally
+    seed: int | None = pydantic.Field(default=None, ge=-(2**63), le=2**63 - 1)
 
 
 def check(reports: list[ShardReport]) -> None:

@@ -13,15 +13,18 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import json
 from typing import Any
 
-from harness import errors
+from harness import errors, readers
 
 # Span status codes (opentelemetry/proto/trace/v1/trace.proto), by number and by name.
 STATUS = {0: "unset", 1: "ok", 2: "error"}
 STATUS_NAMES = {"STATUS_CODE_UNSET": "unset", "STATUS_CODE_OK": "ok", "STATUS_CODE_ERROR": "error"}
 TRACE_ID_BYTES, SPAN_ID_BYTES = 16, 8
+
+# What `incident import` reads of a trace: the scenario it makes must stay a scenario
+# (harness/scenario/validation.py MAX_YAML_BYTES), and a trace is mostly other runs' spans.
+MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,13 +90,13 @@ def parse(text: str) -> Trace:
     problems: list[str] = []
     documents: list[Any] = []
     try:
-        documents = [json.loads(text)]
+        documents = [readers.loads(text)]
     except ValueError:
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                documents.append(json.loads(line))
+                documents.append(readers.loads(line))
             except ValueError as error:
                 problems.append(f"line {number} is not JSON ({error}): skipped")
     spans: list[Span] = []
@@ -218,7 +221,7 @@ def json_or_text(value: Any) -> Any:
     read as text): the data, or the text itself when it is no JSON."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return readers.loads(value)
         except ValueError:
             return value
     return value

@@ -22,6 +22,8 @@ from harness import errors, provenance
 RECORD = "shard.json"
 # What a shard is a shard of (a record without a kind is a matrix's).
 MATRIX, CERTIFY, EXPLORE = "matrix", "certify", "explore"
+# More shards than CI runs jobs in parallel is a typo (or an attack on merge's memory).
+MAX_SHARDS = 1000
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
@@ -45,6 +47,8 @@ def parse(text: str) -> Shard:
     index, count = int(match.group(1)), int(match.group(2))
     if not 1 <= index <= count:
         raise errors.CrashcertError(f"--shard {text!r}: I must be between 1 and N")
+    if count > MAX_SHARDS:
+        raise errors.CrashcertError(f"--shard {text!r}: N must be at most {MAX_SHARDS}")
     return Shard(index, count)
 
 

@@ -465,3 +465,17 @@ def _text(value: Any) -> str | None:
 def final_status(history: history_module.TrialHistory) -> str | None:
     report = history.final_report
     return None if report is None else report.status
+
+
+def foreign_notes(history: history_module.TrialHistory, *services: str) -> list[str]:
+    """Evidence that requests without the trial's secret reached these world services and
+    were refused (harness/world/auth.py): not the engine's, so they count for nothing."""
+    refused = [entry for entry in history.foreign if entry.service in services]
+    if not refused:
+        return []
+    shown = "; ".join(f"{entry.method} {entry.path}" for entry in refused[:3])
+    more = f" (+{len(refused) - 3} more)" if len(refused) > 3 else ""
+    return [
+        f"{len(refused)} foreign request(s) to the {'/'.join(services)} refused (no trial "
+        f"secret), not counted as the engine's: {shown}{more}"
+    ]

@@ -237,7 +237,7 @@ def _window_start(history: history_module.TrialHistory, first: ledger.ModelReque
 
 
 def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
-    notes: list[str] = []
+    notes: list[str] = facts.foreign_notes(history, "model")
     failures: list[str] = []
     scripted = len(history.scenario.turns)
     every = facts.model_requests(history)

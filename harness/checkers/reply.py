@@ -59,6 +59,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     failures: list[str] = []
     unknowns: list[str] = []
     notes = [f"{count} deliveries of this run's reply ({seqs}); sink {sink}; status {status}"]
+    notes.extend(facts.foreign_notes(history, "sink"))
     for item in facts.struck_in(history, boundaries.DELIVERY_WINDOW):
         survived = " (the worker survived: its send may still be in flight)"
         notes.append(

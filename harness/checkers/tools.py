@@ -36,7 +36,7 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
         if facts.is_non_replayable(history, effect.tool):
             effects[facts.logical_call(effect.tool, effect.arguments)].append(effect)
     failures: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = facts.foreign_notes(history, "tools", "tools-mcp")
     held: list[str] = []  # the fact per logical call a PASS rests on
     for call, applied in effects.items():
         allowed = facts.scripted_count(history, call)

@@ -8,12 +8,12 @@ import sys
 
 import click
 
-from harness import errors
+from harness import errors, readers
 from harness.cli import options
 from harness.contract.engines import commands
 from harness.lab import shared
 from harness.report import terminal
-from harness.scenario import schema
+from harness.scenario import schema, validation
 from harness.trial import runner
 
 console = terminal.make_console()
@@ -147,11 +147,17 @@ def incident_import(otlp_file: str, run_id: str | None, name: str | None) -> Non
     cannot rule out (harness/INCIDENTS.md)."""
     from harness.campaigns import incident, otlp, trace_incident
 
-    try:
-        text = pathlib.Path(otlp_file).read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise errors.CrashcertError(f"{otlp_file}: cannot read: {error}") from None
+    data = readers.read_bytes(otlp_file, what="an OTLP trace", max_bytes=otlp.MAX_TRACE_BYTES)
+    text = data.decode("utf-8", errors="replace")
     scenario = trace_incident.scenario_from_spans(
         otlp.parse(text), run=run_id, name=name, source=f"trace {otlp_file}"
     )
-    click.echo(incident.to_yaml(scenario), nl=False)
+    made = incident.to_yaml(scenario)
+    if len(made.encode()) > validation.MAX_YAML_BYTES:
+        # What `scenarios validate` would refuse is no import: say so now, print nothing.
+        raise errors.CrashcertError(
+            f"{otlp_file}: the scenario this trace makes is larger than "
+            f"{validation.MAX_YAML_BYTES} bytes, which no scenario may be; pass --run to pick "
+            "one run of the trace"
+        )
+    click.echo(made, nl=False)

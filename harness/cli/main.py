@@ -346,6 +346,7 @@ def toxiproxy(action: str) -> None:
 
 
 def entry() -> None:
+    interrupt.stop_on_signals()
     try:
         main(standalone_mode=False, obj=options.ProcessOwner())
     except errors.CrashcertError as error:
@@ -356,7 +357,8 @@ def entry() -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(verdict_module.Verdict.ERROR.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("crashcert: stopped", err=True)
         sys.exit(130)
     except Exception as error:  # the harness or its environment broke: ERROR, never FAIL
         if _verbose:

@@ -86,6 +86,35 @@ def _path_callback(context: click.Context, param: click.Parameter, value: str | 
     return None if value is None else str(absolute(value))
 
 
+def _out_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """Refused before any trial runs: a path under a file can never hold a trial."""
+    if value is None:
+        return None
+    path = absolute(value)
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise errors.CrashcertError(f"--out {path}: {parent} is not a directory")
+            break
+    return str(path)
+
+
+def _pg_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A DSN libpq cannot parse, refused up front; the message never repeats it (it may hold
+    a password)."""
+    if value is None:
+        return None
+    import psycopg.conninfo  # only for verbs that take --pg-dsn
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(value)
+    except psycopg.Error:
+        raise errors.CrashcertError(
+            "--pg-dsn: not a libpq connection string or URI (e.g. postgresql://user@host:5432/db)"
+        ) from None
+    return value
+
+
 def engine_option(function: Any) -> Any:
     return click.option(
         "--engine",
@@ -129,6 +158,7 @@ def pg_option(function: Any) -> Any:
         "--pg-dsn",
         envvar="CRASHCERT_PG_DSN",
         default=None,
+        callback=_pg_callback,
         help="Use this PostgreSQL server instead of an embedded throwaway cluster. Its "
         "password is visible to local users in the process list while crashcert runs: prefer "
         "CRASHCERT_PG_DSN, PGPASSWORD or ~/.pgpass.",
@@ -183,7 +213,7 @@ def out_option(function: Any) -> Any:
     return click.option(
         "--out",
         default=None,
-        callback=_path_callback,
+        callback=_out_callback,
         help=f"Trial directories go below this ({DEFAULT_OUT}/).",
     )(function)
 

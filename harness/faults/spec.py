@@ -309,6 +309,7 @@ def parse(text: str) -> FaultStep:
     point = match["point"]
     if point == RUN_POINT:
         step = _step(text, match)
+        _check_params(text, step)
         _check_run_point(text, step)
         return step
     if not (boundaries.is_known(point) or boundaries.is_blackbox_point(point)):
@@ -329,6 +330,7 @@ def parse(text: str) -> FaultStep:
     _check_link_mode(text, step)
     _check_world_point(text, step)
     _check_heal_at(text, step)
+    _check_params(text, step)
     return step
 
 
@@ -416,6 +418,17 @@ def _check_commit_point(text: str, step: FaultStep) -> None:
         f"bad fault {text!r}: {step.action} strikes a COMMIT in flight, so it needs a "
         f"{boundaries.BEFORE_COMMIT_SUFFIX} point{hint}"
     )
+
+
+def _check_params(text: str, step: FaultStep) -> None:
+    """A param the class does not read would be ignored: the user meant something else."""
+    takes = CATALOG[step.action].params
+    unused = sorted(set(step.params) - set(takes))
+    if unused:
+        reads = f"reads only {', '.join(takes)}" if takes else "takes no param"
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: {step.action} {reads}, not {', '.join(unused)}"
+        )
 
 
 def _check_world_point(text: str, step: FaultStep) -> None:

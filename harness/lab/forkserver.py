@@ -65,7 +65,7 @@ def _child(request: dict[str, Any], channel: tuple[int, int], ready: int) -> Non
     os.write(ready, b"1")  # only now may the harness signal our group
     os.close(ready)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(log, 1)

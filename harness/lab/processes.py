@@ -50,10 +50,12 @@ class Worker:
         forkserver: spawner.ForkServer | None = None,
     ) -> None:
         self.worker_id = worker_id
-        log_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # absolute: the fork server opens it from the engine's working directory
         self.log_path = log_dir.absolute() / f"{worker_id}.log"
-        self._log = open(self.log_path, "ab")
+        # 0600: a log names the run key and may print the world's secret URLs.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        self._log = os.fdopen(os.open(self.log_path, flags, 0o600), "ab")
         module = spawner.module_command(command) if forkserver else None
         how = "forked from the warm server" if forkserver and module else "exec'd"
         self.note(f"worker {worker_id}: {pg_dsn.redact_argv(list(command))} ({how}, cwd {cwd})")

@@ -73,6 +73,8 @@ def _install() -> None:
         current = signal.getsignal(signum)
         if current == signal.SIG_IGN:
             continue  # someone chose to ignore it (e.g. nohup); respect that
+        if getattr(current, "crashcert_stop", False):
+            continue  # handled as Ctrl-C (harness/campaigns/interrupt.py): unwinding cleans up
         _previous[signum] = current
         signal.signal(signum, _on_signal)
 

@@ -9,16 +9,15 @@ nested at most MAX_YAML_DEPTH deep. Every refusal is one line.
 
 from __future__ import annotations
 
+import datetime
 import math
-import os
 import pathlib
-import stat
 from typing import Any, TypeVar
 
 import pydantic
 import yaml
 
-from harness import errors
+from harness import errors, readers
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
 
@@ -36,14 +35,6 @@ NUL_REASON = "Postgres text cannot store it"
 
 WRITE_OUT = "write the value out in full"
 
-_FILE_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
-
 
 def describe(error: pydantic.ValidationError) -> str:
     """`field.sub: problem; other: problem` — the fields as the user wrote them."""
@@ -56,43 +47,22 @@ def describe(error: pydantic.ValidationError) -> str:
 def read_yaml(path: pathlib.Path, *, what: str) -> Any:
     text = _read_text(path, what=what)
     try:
-        return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
+        data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, bounded
     except _Refused as error:
         raise errors.CrashcertError(f"{path}: {_where(error)}{error.problem}") from None
     except yaml.YAMLError as error:
         raise errors.CrashcertError(f"{path}: not valid YAML: {_one_line(error)}") from None
     except ValueError as error:  # e.g. an integer of more digits than Python converts
         raise errors.CrashcertError(f"{path}: not valid YAML: {error}") from None
+    problem = _type_problem(data, "")
+    if problem:
+        raise errors.CrashcertError(f"{path}: invalid {what}: {problem}")
+    return data
 
 
 def _read_text(path: pathlib.Path, *, what: str) -> str:
     """The file's text, refusing anything that is not a small regular UTF-8 file."""
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
-    mode = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(descriptor)
-        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise errors.CrashcertError(f"{path}: cannot read {what}: it is {kind}, not a regular file")
-    with os.fdopen(descriptor, "rb") as file:
-        try:
-            data = file.read(MAX_YAML_BYTES + 1)
-        except OSError as error:
-            raise errors.CrashcertError(f"{path}: cannot read {what}: {error}") from None
-    if len(data) > MAX_YAML_BYTES:
-        raise errors.CrashcertError(
-            f"{path}: cannot read {what}: larger than {MAX_YAML_BYTES} bytes"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise errors.CrashcertError(
-            f"{path}: cannot read {what}: not UTF-8 text "
-            f"(byte 0x{data[error.start]:02x} at offset {error.start})"
-        ) from None
+    return readers.read_text(path, what=what, max_bytes=MAX_YAML_BYTES)
 
 
 class _Refused(yaml.MarkedYAMLError):
@@ -146,10 +116,50 @@ def check_json(value: Any) -> Any:
     """Free-form data (tool arguments, results, schemas) that reaches the engine and Postgres:
     no NUL character (Postgres text and jsonb cannot store one), finite numbers, integers
     every JSON reader takes exactly. Raises ValueError naming where the problem is."""
-    problem = _json_problem(value, "")
+    problem = _type_problem(value, "") or _json_problem(value, "")
     if problem:
         raise ValueError(problem)
     return value
+
+
+# What SafeLoader makes of YAML that JSON cannot say: `!!binary`, `!!set`, `!!omap` and
+# `!!pairs` tags, and unquoted dates and times (`2024-01-01`, YAML 1.1 timestamps).
+_NOT_JSON = (
+    (bytes, "binary data (a YAML !!binary)"),
+    (datetime.datetime, "a timestamp (YAML reads an unquoted date and time as one)"),
+    (datetime.date, "a date (YAML reads an unquoted 2024-01-01 as one)"),
+    (set, "a set (a YAML !!set)"),
+    (tuple, "a tuple"),
+)
+QUOTE_IT = "JSON types only: quote it to keep it a string"
+
+
+def _type_problem(value: Any, at: str) -> str | None:
+    """The first value that is not a JSON type (string, number, boolean, null, array,
+    object with string keys), named by where it is: `tools[0].behaviour.result`."""
+    where = at or "(top level)"
+    for kind, name in _NOT_JSON:
+        if isinstance(value, kind):
+            return f"{where}: {name}; {QUOTE_IT}"
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _type_problem(item, f"{at}[{index}]")
+            if problem:
+                return problem
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                shown = " ".join(str(key).split())[:40]
+                return (
+                    f"{where}: the key {shown} is {type(key).__name__}, not a string; "
+                    "mapping keys must be strings (quote it)"
+                )
+            problem = _type_problem(item, f"{at}.{key}" if at else key)
+            if problem:
+                return problem
+    elif value is not None and not isinstance(value, (str, int, float)):
+        return f"{where}: {type(value).__name__} is not a JSON type"
+    return None
 
 
 def _json_problem(value: Any, at: str) -> str | None:

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import pathlib
 import re
 import sys
@@ -19,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from harness import errors, provenance
+from harness import errors, provenance, readers
 from harness.lab import isolation
 from harness.lab.postgres import dsn
 from harness.trial import history
@@ -47,6 +49,7 @@ STREAMS = {
     "tool": "tools",
     "sink": "sink",
     "report": "reports",
+    "foreign": "foreign",
 }
 
 # libyaml's dumper when PyYAML has it: the pure-Python one took ~25 ms per trial.
@@ -57,28 +60,57 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@#-]+", "_", text).strip("_") or "trial"
 
 
+def claim_directory(wanted: pathlib.Path) -> pathlib.Path:
+    """A directory of its own for one trial: `wanted`, or `wanted~2`, `wanted~3`... when
+    trials of one command share a label (a replay's repeated steps, concurrent trials), so
+    that none overwrites another. Made here (0700), atomically: two trials never get one."""
+    wanted.parent.mkdir(parents=True, exist_ok=True)
+    for number in itertools.count(1):
+        candidate = wanted if number == 1 else wanted.with_name(f"{wanted.name}~{number}")
+        try:
+            candidate.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return candidate
+    raise AssertionError("unreachable")
+
+
+def _atomic(path: pathlib.Path, text: str) -> None:
+    """Whole or not at all: a full disk or a kill never leaves a truncated result file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with temporary.open("w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise errors.CrashcertError(f"{path}: cannot write: {error.strerror}") from None
+
+
 def write_history(path: pathlib.Path, trial: history.TrialHistory) -> None:
+    _atomic(path, "".join(history_lines(trial)))
+
+
+def history_lines(trial: history.TrialHistory) -> list[str]:
     data = trial.model_dump(mode="json")
-    with path.open("w") as out:
-        header = {"type": "header", **{name: data[name] for name in HEADER_FIELDS}}
-        out.write(json.dumps(header) + "\n")
-        for line_type, field in STREAMS.items():
-            for item in data[field]:
-                out.write(json.dumps({"type": line_type, "item": item}) + "\n")
-        if data["engine_tables"] is not None:
-            out.write(json.dumps({"type": "engine_tables", "tables": data["engine_tables"]}) + "\n")
+    header = {"type": "header", **{name: data[name] for name in HEADER_FIELDS}}
+    lines = [json.dumps(header) + "\n"]
+    for line_type, field in STREAMS.items():
+        lines.extend(json.dumps({"type": line_type, "item": item}) + "\n" for item in data[field])
+    if data["engine_tables"] is not None:
+        lines.append(json.dumps({"type": "engine_tables", "tables": data["engine_tables"]}) + "\n")
+    return lines
 
 
 def read_history(path: pathlib.Path) -> history.TrialHistory:
     fields: dict[str, Any] = {field: [] for field in STREAMS.values()}
     fields["engine_tables"] = None
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as error:
-        raise errors.CrashcertError(f"{path}: cannot read history: {error}") from None
-    for number, line in enumerate(lines, start=1):
+    text = readers.read_text(path, what="history", max_bytes=readers.MAX_HISTORY_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
         try:
-            record = json.loads(line)
+            record = readers.loads(line)
             kind = record["type"]
             if kind == "header":
                 fields.update({key: value for key, value in record.items() if key != "type"})
@@ -103,8 +135,10 @@ def write_trial(
     repro: str,
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "scenario.yaml").write_text(
-        yaml.dump(trial.scenario.model_dump(mode="json"), Dumper=_DUMPER, sort_keys=False)
+    directory.chmod(0o700)  # another local user reads neither the history nor the logs
+    _atomic(
+        directory / "scenario.yaml",
+        yaml.dump(trial.scenario.model_dump(mode="json"), Dumper=_DUMPER, sort_keys=False),
     )
     meta = {
         "trial_id": trial.trial_id,
@@ -122,12 +156,13 @@ def write_trial(
         "interrupted": trial.interrupted,
         "duration_s": round(trial.ended_at - trial.started_at, 3),
     }
-    (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    _atomic(directory / "meta.json", json.dumps(meta, indent=2) + "\n")
     write_history(directory / "history.jsonl", trial)
-    (directory / "verdicts.json").write_text(
-        json.dumps({"verdict": verdict, "invariants": verdicts}, indent=2) + "\n"
+    _atomic(
+        directory / "verdicts.json",
+        json.dumps({"verdict": verdict, "invariants": verdicts}, indent=2) + "\n",
     )
-    (directory / "repro.txt").write_text(repro + "\n")
+    _atomic(directory / "repro.txt", repro + "\n")
 
 
 def find_trials(root: pathlib.Path) -> list[pathlib.Path]:

@@ -126,6 +126,8 @@ class TrialHistory(pydantic.BaseModel):
     sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = pydantic.Field(
         default_factory=list
     )
+    # Requests the world refused for want of the trial's secret: never the engine's.
+    foreign: list[ledger.ForeignRequest] = pydantic.Field(default_factory=list)
     # Snapshots of the run report taken by the harness over time (last one is final).
     reports: list[run_report.RunReport] = pydantic.Field(default_factory=list)
     # Engine-specific durable state read straight from Postgres (reference engine only).

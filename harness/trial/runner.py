@@ -136,7 +136,9 @@ def build_input(scenario: schema.Scenario, run_key: str) -> run_report.RunInput:
 def run_trial(lab: shared.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> TrialOutcome:
     trial_id = uuid.uuid4().hex[:10]
     black_box = isinstance(lab.engine, blackbox_engine.BlackBoxEngine)
-    directory = out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    directory = store.claim_directory(
+        out_dir / store.safe_name(spec.scenario.name) / store.safe_name(spec.label)
+    )
     trial = history.TrialHistory(
         trial_id=trial_id,
         engine=lab.engine.name,
@@ -265,6 +267,7 @@ def _execute(
         if clocks is not None:
             stack.callback(clocks.close)
         directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)  # its logs and history are this user's alone
         server = control.ControlServer(recorder).start()
         stack.callback(server.stop)
         launcher = launcher_module.Launcher(
@@ -332,6 +335,7 @@ def _execute(
             trial.healed_at = max(fault.t for fault in faults) if faults else None
             snapshot = world.snapshot()
             trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
+            trial.foreign = snapshot.foreign
         if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)

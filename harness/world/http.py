@@ -29,6 +29,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
+from harness.world import auth
+
 logger = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
@@ -45,6 +47,7 @@ HANG_POLL_S = 0.1
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
+    403: "permission_denied",
     404: "not_found",
     405: "method_not_allowed",
     413: "request_too_large",
@@ -213,9 +216,13 @@ def _json_kind(value: Any) -> str:
 class JsonServer:
     """One service on 127.0.0.1:<free port>, serving its routes from daemon threads."""
 
-    def __init__(self, name: str, routes: Sequence[Route]) -> None:
+    def __init__(
+        self, name: str, routes: Sequence[Route], *, guard: auth.Guard | None = None
+    ) -> None:
         self.name = name
         self.routes = list(routes)
+        # Set: only requests whose path starts with the trial's secret are served.
+        self.guard = guard
         # Set when stop() begins: waits in handlers (latency, hang) end early.
         self.stopping = threading.Event()
         self._server: _Server | None = None
@@ -231,7 +238,8 @@ class JsonServer:
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        prefix = "" if self.guard is None else self.guard.prefix
+        return f"http://{HOST}:{self.port}{prefix}"
 
     def start(self) -> None:
         if self._server is not None:
@@ -275,6 +283,12 @@ class JsonServer:
 
     def handle(self, request: Request) -> Response:
         """Route one request; every failure becomes a JSON error, never an exception."""
+        if self.guard is not None:
+            path = self.guard.admit(request.path)
+            if path is None:
+                self.guard.refuse(self.name, request.method, request.path)
+                return error_response(403, auth.REFUSED_MESSAGE)
+            request = dataclasses.replace(request, path=path)
         allowed: list[str] = []
         for route in self.routes:
             params = route.match(request.path)

@@ -104,6 +104,16 @@ class ReplyQuery(Entry):
     status_code: int = 200  # 405: the sink is not queryable; 404: found is False
 
 
+class ForeignRequest(Entry):
+    """A request that did not carry the trial's secret (harness/world/auth.py): refused
+    with 403 before any handler ran, never one of the engine's. `seq` counts refusals."""
+
+    kind: Literal["world.foreign"] = "world.foreign"
+    service: str  # model | tools | tools-mcp | sink
+    method: str
+    path: str  # as sent, cut short
+
+
 AnyEntry = ModelRequest | ToolEntry | ReplyRequest | ReplyDelivery | ReplyQuery
 
 

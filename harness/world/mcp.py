@@ -25,6 +25,7 @@ import logging
 import socket
 import threading
 import urllib.parse
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio.to_thread
@@ -33,7 +34,7 @@ import uvicorn
 from mcp.server import context as mcp_context
 from mcp.server import lowlevel
 
-from harness.world import http, tools
+from harness.world import auth, http, tools
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ GRACE_S = 1
 STOP_JOIN_TIMEOUT_S = 5.0
 
 Context = mcp_context.ServerRequestContext[Any, Any]
+Scope = MutableMapping[str, Any]
+Asgi = Callable[[Scope, Any, Any], Awaitable[None]]
 
 
 def query_uri(tool: str, key: str) -> str:
@@ -83,6 +86,27 @@ def declaration_to_tool(declaration: dict[str, Any]) -> mcp_types.Tool:
     )
 
 
+def _guarded(app: Asgi, guard: auth.Guard) -> Asgi:
+    """The app behind the trial's secret: a request without it is refused (403) and
+    recorded before the MCP server sees it."""
+
+    async def guarded(scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan: the server's own start and stop
+            await app(scope, receive, send)
+            return
+        path = guard.admit(str(scope["path"]))
+        if path is None:
+            guard.refuse("tools-mcp", str(scope.get("method", "")), str(scope["path"]))
+            data = json.dumps(http.error_body(auth.REFUSED_MESSAGE, type="permission_denied"))
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 403, "headers": headers})
+            await send({"type": "http.response.body", "body": data.encode()})
+            return
+        await app({**scope, "path": path, "raw_path": path.encode()}, receive, send)
+
+    return guarded
+
+
 def _body(response: http.Response) -> dict[str, Any]:
     body = response.body if isinstance(response.body, dict) else {"result": response.body}
     return {"status": response.status, **body}
@@ -91,8 +115,9 @@ def _body(response: http.Response) -> dict[str, Any]:
 class McpToolServer:
     """`tools` over MCP on 127.0.0.1:<free port>; start() and stop() like a JsonServer."""
 
-    def __init__(self, services: tools.ToolServices) -> None:
+    def __init__(self, services: tools.ToolServices, *, guard: auth.Guard | None = None) -> None:
         self.services = services
+        self.guard = guard
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
@@ -101,7 +126,8 @@ class McpToolServer:
     def url(self) -> str:
         if self._port is None:
             raise RuntimeError("the MCP tool server is not started")
-        return f"http://{http.HOST}:{self._port}{PATH}"
+        prefix = "" if self.guard is None else self.guard.prefix
+        return f"http://{http.HOST}:{self._port}{prefix}{PATH}"
 
     def start(self) -> None:
         if self._server is not None:
@@ -115,6 +141,7 @@ class McpToolServer:
         ).streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True, host=http.HOST
         )
+        served: Any = app if self.guard is None else _guarded(app, self.guard)
         # Bound and listening before the thread starts: a client that comes early waits in
         # the backlog instead of being refused, so start() need not wait for uvicorn.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -126,7 +153,7 @@ class McpToolServer:
             raise
         self._port = int(sock.getsockname()[1])
         config = uvicorn.Config(
-            app,
+            served,
             log_config=None,  # leave the harness's logging as it is; uvicorn's logs propagate
             log_level="warning",
             lifespan="on",

@@ -18,8 +18,8 @@ from typing import Any
 
 from harness import errors
 from harness.scenario import schema
+from harness.world import auth, http, ledger, stream, transcript
 from harness.world import hooks as hooks_module
-from harness.world import http, ledger, stream, transcript
 
 MODEL_NAME = "crashcert-scripted"
 _MARKER = re.compile(r"\[crashcert-run: ([^\]\s]+)\]")
@@ -49,6 +49,7 @@ class ModelServer(http.Service):
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,
+        guard: auth.Guard | None = None,
     ) -> None:
         self.scenario = scenario
         self.hooks = hooks or hooks_module.WorldHooks()
@@ -62,6 +63,7 @@ class ModelServer(http.Service):
                 http.Route("POST", "/v1/chat/completions", self._complete),
                 http.Route("GET", "/v1/models", self._models),
             ],
+            guard=guard,
         )
 
     @property

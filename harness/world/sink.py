@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 
 from harness.scenario import schema
+from harness.world import auth, http, ledger
 from harness.world import hooks as hooks_module
-from harness.world import http, ledger
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -24,6 +24,7 @@ class ReplySink(http.Service):
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,
+        guard: auth.Guard | None = None,
     ) -> None:
         self.spec = spec
         self.hooks = hooks or hooks_module.WorldHooks()
@@ -36,6 +37,7 @@ class ReplySink(http.Service):
                 http.Route("POST", "/replies", self._deliver),
                 http.Route("GET", "/replies/{key}", self._query),
             ],
+            guard=guard,
         )
 
     def entries(self) -> list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery]:

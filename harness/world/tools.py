@@ -21,8 +21,8 @@ import threading
 from typing import Any
 
 from harness.scenario import schema
+from harness.world import auth, http, ledger
 from harness.world import hooks as hooks_module
-from harness.world import http, ledger
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 HUNG_STATUS = 0  # recorded for a request that never got an answer
@@ -35,6 +35,7 @@ class ToolServices(http.Service):
         *,
         counter: ledger.SequenceCounter | None = None,
         hooks: hooks_module.WorldHooks | None = None,
+        guard: auth.Guard | None = None,
     ) -> None:
         self.scenario = scenario
         self.hooks = hooks or hooks_module.WorldHooks()
@@ -53,6 +54,7 @@ class ToolServices(http.Service):
                 http.Route("POST", "/tools/{name}", self._execute),
                 http.Route("GET", "/tools/{name}/effects/{key}", self._query),
             ],
+            guard=guard,
         )
 
     def entries(self) -> list[ledger.ToolEntry]:

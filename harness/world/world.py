@@ -13,13 +13,12 @@ import pydantic
 
 from harness import errors
 from harness.scenario import schema
+from harness.world import auth, ledger, model, sink, tools
 from harness.world import hooks as hooks_module
-from harness.world import ledger, model, sink, tools
 
 if TYPE_CHECKING:
     from harness.world import mcp as mcp_module
 
-API_KEY = "crashcert"
 
 # Re-exported: the harness builds a run's input with the marker the model looks for.
 run_marker = model.run_marker
@@ -35,6 +34,8 @@ class WorldSnapshot(pydantic.BaseModel):
     sink: list[ledger.ReplyRequest | ledger.ReplyDelivery | ledger.ReplyQuery] = pydantic.Field(
         default_factory=list
     )
+    # Requests without the trial's secret, refused: never the engine's (harness/world/auth.py).
+    foreign: list[ledger.ForeignRequest] = pydantic.Field(default_factory=list)
 
     def entries(self) -> list[ledger.AnyEntry]:
         """Every entry of the three ledgers in the order things happened."""
@@ -72,9 +73,12 @@ class World:
         # One hooks object shared by the services: replacing its attributes takes effect.
         self.hooks = hooks or hooks_module.WorldHooks()
         self.counter = ledger.SequenceCounter()
-        self.model = model.ModelServer(scenario, counter=self.counter, hooks=self.hooks)
-        self.tools = tools.ToolServices(scenario, counter=self.counter, hooks=self.hooks)
-        self.sink = sink.ReplySink(scenario.sink, counter=self.counter, hooks=self.hooks)
+        # One secret for the trial: every URL in env() carries it, every service demands it.
+        self.guard = auth.Guard()
+        counter, hooks_, guard = self.counter, self.hooks, self.guard
+        self.model = model.ModelServer(scenario, counter=counter, hooks=hooks_, guard=guard)
+        self.tools = tools.ToolServices(scenario, counter=counter, hooks=hooks_, guard=guard)
+        self.sink = sink.ReplySink(scenario.sink, counter=counter, hooks=hooks_, guard=guard)
         # The same tool services over MCP, for a scenario that chooses it (imported only
         # then: `mcp` is an optional extra).
         self.tools_mcp: mcp_module.McpToolServer | None = None
@@ -86,7 +90,7 @@ class World:
                     f"scenario {scenario.name!r} serves its tools over MCP, which needs the "
                     f"`mcp` package: pip install 'crashcert[mcp]' ({error})"
                 ) from None
-            self.tools_mcp = mcp.McpToolServer(self.tools)
+            self.tools_mcp = mcp.McpToolServer(self.tools, guard=self.guard)
         self._started = False
 
     @property
@@ -146,7 +150,7 @@ class World:
         """What a worker process needs to find this world (CONTRACT section 1)."""
         env = {
             "OPENAI_BASE_URL": self.model_url,
-            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_API_KEY": self.guard.secret,
             "CRASHCERT_REPLY_URL": self.reply_url,
         }
         # One tools transport, the scenario's: an engine cannot fall back to the other.
@@ -162,5 +166,8 @@ class World:
 
     def snapshot(self) -> WorldSnapshot:
         return WorldSnapshot(
-            model=self.model.entries(), tools=self.tools.entries(), sink=self.sink.entries()
+            model=self.model.entries(),
+            tools=self.tools.entries(),
+            sink=self.sink.entries(),
+            foreign=self.guard.refused(),
         )

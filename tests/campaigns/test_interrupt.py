@@ -106,14 +106,19 @@ def test_ctrl_c_stores_the_trial_as_interrupted(
     assert f"INTERRUPTED: {interrupt.NOTE}" in analyzed.stdout
 
 
-def test_sigterm_leaves_no_control_socket(
+def test_sigterm_stops_as_ctrl_c_does_and_leaves_no_control_socket(
     tmp_path: pathlib.Path, private_tmp: pathlib.Path
 ) -> None:
+    """A CI runner cancelling the job sends SIGTERM: the same stop as Ctrl-C (issue 33)."""
     child = _start(tmp_path, private_tmp)
     assert list(private_tmp.glob("cc-*/control.sock"))  # it exists while the trial runs
     child.send_signal(signal.SIGTERM)
-    child.communicate(timeout=STOP_TIMEOUT_S)
-    assert child.returncode == -signal.SIGTERM
+    _, err = child.communicate(timeout=STOP_TIMEOUT_S)
+    assert child.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    [meta_path] = tmp_path.glob("out/*/slow_refund/*/meta.json")
+    meta = json.loads(meta_path.read_text())
+    assert (meta["interrupted"], meta["verdict"]) == (interrupt.NOTE, "INCONCLUSIVE")
     assert not list(private_tmp.glob("cc-*"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.checkers import reply, verdict
 from harness.trial import history
+from harness.world import ledger
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -194,3 +195,14 @@ def test_pass_of_an_uncertain_delivery_says_there_was_no_resend() -> None:
     assert reply.check(trial.build()).summary == (
         "never delivered; the run ended delivery_uncertain, the sink cannot be asked: no resend"
     )
+
+
+def test_a_refused_foreign_reply_is_named_in_the_evidence_and_the_verdict_stands() -> None:
+    """Another local user posted the reply without the trial's secret: the world refused it
+    and kept it apart (harness/world/auth.py). One delivery is the engine's: PASS, and the
+    evidence says a foreign request was refused."""
+    forged = ledger.ForeignRequest(seq=1, t=1.0, service="sink", method="POST", path="/replies")
+    result = reply.check(builders.clean().model_copy(update={"foreign": [forged]}))
+    assert result.verdict is V.PASS
+    assert "1 foreign request(s) to the sink refused" in builders.evidence(result)
+    assert "POST /replies" in builders.evidence(result)

@@ -9,6 +9,7 @@ secret, and end within its time limit. None of them needs a crash trial to run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import subprocess
@@ -20,6 +21,8 @@ CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
 LIMIT_S = 60.0
 SECRET = "hunter2-sk-test"
 ACCEPTED_EXIT = (2, 3)
+# How the CLI prints an exception it did not expect (harness/cli/main.py).
+INTERNAL = "harness or environment error"
 
 REFUND = (
     "name: {name}\n"
@@ -54,6 +57,26 @@ def scenario(**changes: object) -> str:
     return REFUND.format(**{**DEFAULTS, **changes})
 
 
+def tagged(old: str, new: str) -> str:
+    """The refund scenario with one piece replaced by YAML that JSON cannot say."""
+    text = scenario()
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+# YAML types beyond JSON's (issue 33): each once crashed the world or a checker mid-trial.
+NOT_JSON = {
+    "!!set tool arguments": ("{order: 'ord-{run}'}", "!!set {a, b}"),
+    "!!binary tool result": ("{ok: true}", "!!binary aGVsbG8="),
+    "timestamp tool result": ("{ok: true}", "{at: 2024-01-01 10:00:00}"),
+    "date mapping key": ("{ok: true}", "{2024-01-01: ok}"),
+    "integer mapping key": ("{ok: true}", "{1: ok}"),
+    "null mapping key": ("{ok: true}", "{null: ok}"),
+    "!!omap tool result": ("{ok: true}", "!!omap [{a: 1}]"),
+    "!!binary in the input": ("'Refund ord-{run}'", "!!binary aGVsbG8="),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
@@ -78,14 +101,43 @@ class Outcome:
         return SECRET in self.output
 
     @property
+    def internal(self) -> bool:
+        """An exception of crashcert's own printed as the reason, not the input at fault."""
+        return INTERNAL in self.output
+
+    @property
     def clear(self) -> bool:
-        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret."""
+        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret, and
+        the reason is the input's, not an internal error."""
         return (
             self.exit_code in ACCEPTED_EXIT
             and bool(self.output.strip())
             and not self.traceback
             and not self.leaked
+            and not self.internal
         )
+
+
+def _shard(**meta: object) -> str:
+    """A shard.json, valid but for what `meta` changes."""
+    fields: dict[str, object] = {
+        "kind": "matrix",
+        "index": 1,
+        "count": 1,
+        "fingerprint": "f",
+        "crashcert": {"version": "0", "revision": None},
+        "planned": [["refund", "baseline"]],
+        **meta,
+    }
+    trial = {"scenario": "refund", "label": "baseline", "verdict": "PASS", "plan": []}
+    return json.dumps({"shard": fields, "trials": [trial], "verdict": "PASS"})
+
+
+def _merge(name: str, text: str) -> Case:
+    return Case(name, ["merge", "s", "--out", "o"], {"s/shard.json": text})
+
+
+DEEP_JSON = "[" * 5000 + "]" * 5000
 
 
 def _engine(**changes: str) -> str:
@@ -119,6 +171,15 @@ CASES: list[Case] = [
     Case("directory as a scenario", ["run", "--scenario", "d.yaml"], {"d.yaml/x": ""}),
     Case("empty scenario file", ["run", "--scenario", "s.yaml"], {"s.yaml": ""}),
     Case("scenario that is a list", ["run", "--scenario", "s.yaml"], {"s.yaml": "[1, 2]\n"}),
+    # YAML that JSON cannot say, at validation and at run
+    *[
+        Case(f"{name} ({command})", [*args, "s.yaml"], {"s.yaml": tagged(*change)})
+        for name, change in NOT_JSON.items()
+        for command, args in (
+            ("validate", ["scenarios", "validate"]),
+            ("run", ["run", "--scenario"]),
+        )
+    ],
     # numbers and text that would reach the engine
     Case("deadline .inf", ["run", "--scenario", "s.yaml"], {"s.yaml": scenario(deadline=".inf")}),
     Case(
@@ -166,6 +227,14 @@ CASES: list[Case] = [
     Case(
         "unknown fault parameter",
         ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?bogus=1"],
+    ),
+    Case(
+        "a param kill does not read",
+        ["run", "--scenario", "refund", "--fault", "kill@tool.started#1?offset_s=5"],
+    ),
+    Case(
+        "a param db_cut does not read",
+        ["run", "--scenario", "refund", "--fault", "db_cut@tools.pending#1?resume_after_s=5"],
     ),
     Case(
         "commit_lost without :before_commit",
@@ -219,6 +288,31 @@ CASES: list[Case] = [
             "--pg-dsn",
             f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres",
         ],
+    ),
+    # traces and shard records (issue 33)
+    Case("/dev/zero as an OTLP trace", ["incident", "import", "--otlp", "/dev/zero"]),
+    Case(
+        "deep OTLP document",
+        ["incident", "import", "--otlp", "t.json"],
+        {"t.json": '{"resourceSpans": ' + DEEP_JSON + "}"},
+    ),
+    _merge("merge of a shard with count 1e10", _shard(count=10_000_000_000)),
+    _merge("merge of a shard with a string count", _shard(count="4")),
+    _merge("merge of a shard with count 0", _shard(count=0, index=0)),
+    _merge("merge of a shard of kind bogus", _shard(kind="bogus")),
+    _merge("merge of a shard with index > count", _shard(index=3, count=2)),
+    _merge(
+        "merge of a shard with a bogus verdict",
+        _shard().replace('"verdict": "PASS", "plan"', '"verdict": "GREAT", "plan"'),
+    ),
+    _merge("merge of a deep shard.json", '{"shard": ' + DEEP_JSON + "}"),
+    _merge("merge of a shard with NaN", _shard().replace('"count": 1', '"count": NaN')),
+    Case("merge of /dev/zero", ["merge", "/dev/zero", "--out", "o"]),
+    Case("--shard of 10^20", ["matrix", "--shard", "1/99999999999999999999"]),
+    Case(
+        "analyze a deep history line",
+        ["analyze", "t"],
+        {"t/history.jsonl": '{"type": "event", "item": ' + DEEP_JSON + "}\n"},
     ),
     # stored trials
     Case("analyze a directory without trials", ["analyze", "empty"], {"empty/.keep": ""}),

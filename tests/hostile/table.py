@@ -24,7 +24,8 @@ def main() -> None:
         f"inputs tried: {len(outcomes)}; clear errors: {sum(o.clear for o in outcomes)}; "
         f"tracebacks: {sum(o.traceback for o in outcomes)}; "
         f"hangs: {sum(o.exit_code is None for o in outcomes)}; "
-        f"secrets leaked: {sum(o.leaked for o in outcomes)}"
+        f"secrets leaked: {sum(o.leaked for o in outcomes)}; "
+        f"internal errors: {sum(o.internal for o in outcomes)}"
     )
 
 

@@ -383,7 +383,7 @@ def test_bad_fault_texts_are_refused_at_parse_time(text, problem):
 @pytest.mark.parametrize(
     "text",
     [
-        "kill@tool.started#1?same_worker_id=true&heal_after_s=2.5",
+        "latency@tool.started#1?latency_ms=50&heal_after_s=2.5",
         "db_cut@tool.started#1?heal_after_s=2",
         "db_cut@tools.pending#1?heal_at=tool.settled:before_commit#2",
         "commit_lost@tools.pending:before_commit#1",

@@ -172,7 +172,11 @@ def test_env_points_at_the_three_services(world: world_module.World) -> None:
     assert env["OPENAI_BASE_URL"] == world.model_url
     assert env["OPENAI_BASE_URL"].startswith("http://127.0.0.1:")
     assert env["OPENAI_BASE_URL"].endswith("/v1")
-    assert env["OPENAI_API_KEY"] == "crashcert"
+    secret = env["OPENAI_API_KEY"]
+    assert len(secret) >= 32
+    # Every base URL carries the trial's secret as its first path segment.
+    for url in (world.model_url, world.tools_url, world.reply_url):
+        assert url.split("/")[3] == secret
     assert env["CRASHCERT_TOOLS_URL"] == world.tools_url
     assert env["CRASHCERT_REPLY_URL"] == world.reply_url
     assert len({world.model_url, world.tools_url, world.reply_url}) == 3

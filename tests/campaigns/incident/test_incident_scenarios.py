@@ -24,13 +24,13 @@ def test_each_names_its_class_and_sets_faults(path) -> None:
 
 
 def test_fault_params_round_trip_through_the_label() -> None:
-    step = spec.parse("kill@tool.started#1?same_worker_id=true&heal_after_s=2.5")
-    assert step.params == {"same_worker_id": True, "heal_after_s": 2.5}
-    assert step.label() == "kill@tool.started#1?heal_after_s=2.5&same_worker_id=true"
+    step = spec.parse("latency@tool.started#1?latency_ms=50&heal_after_s=2.5")
+    assert step.params == {"latency_ms": 50, "heal_after_s": 2.5}
+    assert step.label() == "latency@tool.started#1?heal_after_s=2.5&latency_ms=50"
     assert spec.parse(step.label()) == step
     assert spec.parse("kill@tool.started").label() == "kill@tool.started#1"
     # A fault record carrying only the label reads as the structured step and its hit.
-    record = history.FaultApplied(action="kill", step=step.label())
+    record = history.FaultApplied(action="latency", step=step.label())
     assert record.planned == step
     assert record.struck_at == spec.PointRef(point="tool.started", occurrence=1)
 
