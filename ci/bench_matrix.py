@@ -1,12 +1,15 @@
 """Benchmark of the crash matrix: trials/s, median and p90 seconds per trial, where a trial's
-time goes, the harness's peak RSS, and the ratio to a floor measured in the same run. Prints
-figures; asserts nothing (shared machines are noisy).
+time goes, CPU per trial by part (Postgres, workers, harness, Toxiproxy, from /proc), the
+harness's peak RSS, and the ratio to floors measured in the same run. Prints figures; asserts
+nothing (shared machines are noisy).
 
     .venv/bin/python ci/bench_matrix.py [--scenario refund ...] [--jobs 2|auto]
 
 The floor is what no fault trial can beat: the median baseline's clone of the template,
 worker fork and the scenario's commits with no faults (start of the trial to the run seen
-terminal), without its teardown and checks.
+terminal), without its teardown and checks. The database floor is measured on a trial
+database of the same lab: one round trip, and one transaction shaped like a transition (lock
+the run row, update it, insert an event, commit), wall time and Postgres CPU each.
 """
 
 from __future__ import annotations
@@ -15,10 +18,16 @@ import argparse
 import pathlib
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any
 
+import psycopg
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from ci import bench_cpu
 from harness.campaigns import autojobs, matrix
 from harness.contract.engines import commands
 from harness.lab import shared
@@ -46,6 +55,42 @@ def _p90(values: list[float]) -> float:
 def _floor(outcomes: list[Any]) -> float:
     baselines = [o.history for o in outcomes if not o.spec.plan]
     return statistics.median((h.finished_at or h.ended_at) - h.started_at for h in baselines)
+
+
+def _db_floor(lab: Any, parts: dict[str, int], n: int = 300) -> dict[str, tuple[float, float]]:
+    """Wall and Postgres CPU seconds of a round trip and of a transition-shaped transaction."""
+    name = f"cc_floor_{int(time.time() * 1000)}"
+    dsn = lab.clone_database(name)  # a DSN
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            run_id = conn.execute(
+                "INSERT INTO runs (run_key, input, budget_iterations, budget_tool_calls, "
+                "budget_tokens, max_attempts) VALUES ('floor', '{}', 1, 0, 1, 1) RETURNING id"
+            ).fetchone()[0]  # type: ignore[index]
+            shapes = {
+                "round trip (SELECT 1)": lambda: conn.execute("SELECT 1").fetchone(),
+                "transition-shaped transaction": lambda: _transition(conn, run_id),
+            }
+            for label, one in shapes.items():
+                pg_before, wall = bench_cpu.sample(parts)["Postgres"], time.monotonic()
+                for _ in range(n):
+                    one()
+                wall = time.monotonic() - wall
+                out[label] = (wall / n, (bench_cpu.sample(parts)["Postgres"] - pg_before) / n)
+    finally:
+        lab.drop_database(name)
+    return out
+
+
+def _transition(conn: psycopg.Connection[Any], run_id: Any) -> None:
+    with conn.transaction():
+        conn.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+        conn.execute("UPDATE runs SET updated_at = clock_timestamp() WHERE id = %s", (run_id,))
+        conn.execute(
+            "INSERT INTO events (run_id, kind, data) VALUES (%s, 'checkpoint.saved', '{}')",
+            (run_id,),
+        )
 
 
 def _peak_mib() -> float:
@@ -77,6 +122,8 @@ def main() -> None:
     started = time.monotonic()
     with shared.open_lab(engine) as lab:
         lab_ready = time.monotonic() - started
+        parts = bench_cpu.roots(lab)
+        cpu_before = bench_cpu.sample(parts)
         held: list[Any] = []  # every round's outcomes, as one long campaign holds them
         with tempfile.TemporaryDirectory() as out:
             for round_ in range(args.rounds):
@@ -90,6 +137,8 @@ def main() -> None:
                 held.extend(result.outcomes)
                 if args.rounds > 1:
                     print(f"after {len(held)} trials: peak RSS {_peak_mib():.0f} MiB", flush=True)
+        cpu = bench_cpu.delta(cpu_before, bench_cpu.sample(parts))
+        db_floor = _db_floor(lab, parts)
     durations = [o.history.ended_at - o.history.started_at for o in result.outcomes]
     faulted = [o.history.ended_at - o.history.started_at for o in result.outcomes if o.spec.plan]
     floor = _floor(result.outcomes)
@@ -111,6 +160,14 @@ def main() -> None:
         f"median trial / floor: {statistics.median(durations) / floor:.1f}"
     )
     print(f"peak RSS of the harness: {peak_mib:.0f} MiB")
+    trials = len(held)
+    print(f"CPU per trial, ms (over {trials} trials, from /proc):")
+    for name, seconds in cpu.items():
+        print(f"  {name:34} {1000 * seconds / trials:7.1f}")
+    print(f"  {'total':34} {1000 * sum(cpu.values()) / trials:7.1f}")
+    print("database floor (same lab, same run), ms wall / ms Postgres CPU:")
+    for label, (wall, pg_cpu) in db_floor.items():
+        print(f"  {label:34} {1000 * wall:7.2f} / {1000 * pg_cpu:5.2f}")
     phases = [_phases(o) for o in result.outcomes]
     print("median seconds per phase:")
     for name in phases[0]:

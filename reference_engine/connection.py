@@ -113,10 +113,14 @@ class Connector:
         self.application_name = application_name
         self.idle_in_transaction_ms = idle_in_transaction_ms
         self._conn: psycopg.Connection[Row] | None = None
+        # Keys of the session-level advisory locks the current session took: they end with
+        # it, so a new connection starts with none.
+        self.session_locks: set[str] = set()
 
     def connect(self) -> psycopg.Connection[Row]:
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        self.session_locks.clear()  # a connection lost without close(): its session too
         options = f"-c idle_in_transaction_session_timeout={self.idle_in_transaction_ms}"
         with self.classified():
             self._conn = psycopg.connect(
@@ -135,6 +139,7 @@ class Connector:
         return self._conn
 
     def close(self) -> None:
+        self.session_locks.clear()
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()

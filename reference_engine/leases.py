@@ -2,6 +2,12 @@
 
 Inside a transition the lease is checked under the run's row lock (transitions.py); here
 it is renewed by the heartbeat and checked before an external side effect.
+
+A claim also takes the run's session-level advisory lock when it is free (`locked`): the
+holder's death is then seen the way any deployment sees it, its database session ends and
+Postgres frees the lock, and reconciliation takes the run without waiting out the lease. A
+holder whose session ended but who lives on (a cut link, a restarted server) takes the lock
+again on its new session before its next external call, or stops.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ class Lease:
     worker_id: str
     epoch: int
     attempts: int = 0
+    locked: bool = False  # the claim took the run's advisory lock
 
 
 def extend(db: connection.Connector, lease: Lease, lease_ms: int) -> bool:
@@ -41,6 +48,14 @@ def ensure_live(db: connection.Connector, lease: Lease, *, margin_s: float = 0.1
     counted from when the question left. A pause between this check and the request is
     the one window no lease can fence: that request is truly in flight.
     """
+    if lease.locked and lease.run_id not in db.session_locks:
+        # the session that took the lock ended: a reconciliation may be taking the run now
+        relocked = db.one("relock_run", run_id=lease.run_id)
+        if relocked is None or not relocked["locked"]:
+            raise errors.LeaseLost(
+                f"run {lease.run_id}: the session that held its lock ended, and it is taken"
+            )
+        db.session_locks.add(lease.run_id)
     asked = time.monotonic()
     row = db.one(
         "lease_still_live",
@@ -56,3 +71,15 @@ def ensure_live(db: connection.Connector, lease: Lease, *, margin_s: float = 0.1
             f"lease on run {lease.run_id} may lapse before an external call "
             f"(the check took {time.monotonic() - asked:.3f}s)"
         )
+
+
+def unlock(db: connection.Connector, lease: Lease) -> None:
+    """Done with the run: free its advisory lock if this session holds it (a lock of an
+    ended session is gone already). The lease itself ends by its own transitions."""
+    if lease.run_id not in db.session_locks:
+        return
+    db.session_locks.discard(lease.run_id)
+    try:
+        db.one("unlock_run", run_id=lease.run_id)
+    except errors.DatabaseUnavailable:
+        pass  # the session, and with it the lock, is gone

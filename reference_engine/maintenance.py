@@ -13,7 +13,7 @@ from reference_engine import connection, events, transitions
 def reconcile(
     db: connection.Connector, *, redact: bool = False, limit: int = 100, backoff_ms: int = 50
 ) -> list[tuple[str, str]]:
-    """Expired leases -> pending (short backoff), cancelled, or dead_lettered."""
+    """Expired leases (or ended holders) -> pending (short backoff), cancelled, or dead_lettered."""
     changed: list[tuple[str, str]] = []
     with events.transaction(db, redact=redact) as tx:
         for row in tx.all("expired_leases", limit=limit):
@@ -23,8 +23,9 @@ def reconcile(
 
 
 def recover_expired(tx: events.Tx, row: dict[str, Any], *, backoff_ms: int) -> str:
-    """One run whose lease expired with no worker: its new status."""
+    """One run whose lease expired, or whose holder's session ended: its new status."""
     run_id = str(row["id"])
+    session_ended = bool(row.get("session_ended"))
     if row["cancel_requested"]:
         transitions.cancel(tx, run_id)
         to = "cancelled"
@@ -39,7 +40,9 @@ def recover_expired(tx: events.Tx, row: dict[str, Any], *, backoff_ms: int) -> s
         tx.event(run_id, "run.dead_lettered", reason="lease expired on the last attempt")
         to = "dead_lettered"
     else:
-        tx.all("release_run", run_id=run_id, delay_ms=backoff_ms)
+        # a holder whose session ended is gone for good: nothing to wait for
+        delay_ms = 0 if session_ended else backoff_ms
+        tx.all("release_run", run_id=run_id, delay_ms=delay_ms)
         to = "pending"
     # the epoch of the lease that expired, with no worker: nobody acted under it
     tx.event(
@@ -48,6 +51,7 @@ def recover_expired(tx: events.Tx, row: dict[str, Any], *, backoff_ms: int) -> s
         lease_epoch=row["lease_epoch"],
         from_owner=row["lease_owner"],
         to=to,
+        session_ended=session_ended,
     )
     return to
 

@@ -55,9 +55,15 @@ class Transitions:
             if row is None:
                 return None
             lease = leases.Lease(
-                str(row["id"]), worker_id, int(row["lease_epoch"]), int(row["attempts"])
+                str(row["id"]),
+                worker_id,
+                int(row["lease_epoch"]),
+                int(row["attempts"]),
+                locked=bool(row["lease_locked"]),
             )
             tx.event(lease, "run.claimed", attempt=lease.attempts)
+        if lease.locked:
+            self.db.session_locks.add(lease.run_id)
         self.reporter.report("run.claimed", lease.run_id, lease_epoch=lease.epoch)
         return lease
 

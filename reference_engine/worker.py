@@ -197,6 +197,7 @@ class Worker:
                     return
         finally:
             heartbeat.stop()
+            leases.unlock(self.db, lease)
 
     def _fail(self, lease: leases.Lease, reason: str) -> None:
         try:

@@ -26,6 +26,9 @@ ORDER BY n;
 
 -- name: claim_run
 -- One claim per transaction; SKIP LOCKED spreads workers over runs without waiting.
+-- `lease_locked`: this session also takes the run's session-level advisory lock (key
+-- 0x63726174 "crat", hashtext(run id)) when it is free, which Postgres frees the moment the
+-- session ends; a stalled previous holder may still hold it, and then only the lease counts.
 WITH candidate AS (
     SELECT id FROM runs
     WHERE status = 'pending' AND available_at <= now() AND attempts < max_attempts
@@ -39,10 +42,11 @@ SET status = 'running',
     lease_epoch = r.lease_epoch + 1,
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_ms)s / 1000.0),
     attempts = r.attempts + 1,
+    lease_locked = pg_try_advisory_lock(1668440436, hashtext(r.id::text)),
     updated_at = clock_timestamp()
 FROM candidate
 WHERE r.id = candidate.id
-RETURNING r.id, r.lease_epoch, r.attempts;
+RETURNING r.id, r.lease_epoch, r.attempts, r.lease_locked;
 
 -- name: extend_lease
 -- One autocommit statement: a heartbeat never leaves a transaction open on the run row.
@@ -66,6 +70,14 @@ SELECT id, status, lease_owner, lease_epoch, cancel_requested_at IS NOT NULL AS 
        attempts, max_attempts
 FROM runs WHERE id = %(run_id)s
 FOR UPDATE;
+
+-- name: relock_run
+-- A new session of the holder takes the run's advisory lock again (see claim_run); the lease
+-- is read afterwards, in a later snapshot, so a reconciliation that took the lock first is seen.
+SELECT pg_try_advisory_lock(1668440436, hashtext(%(run_id)s::text)) AS locked;
+
+-- name: unlock_run
+SELECT pg_advisory_unlock(1668440436, hashtext(%(run_id)s::text)) AS unlocked;
 
 -- name: lease_still_live
 -- `remaining_ms`: how long the lease still runs as the server sees it now; the worker
@@ -236,11 +248,24 @@ WHERE id = %(run_id)s AND status = 'waiting'
 RETURNING id;
 
 -- name: expired_leases
--- Runs whose holder stopped heartbeating; rows locked by a live transaction are skipped.
+-- Runs whose holder stopped heartbeating, or whose holder's session ended (it took the run's
+-- advisory lock with the claim, and the lock is free now: the transaction-level try takes it
+-- until COMMIT, so the holder cannot take it back meanwhile; a lock this very session
+-- holds is its own, not free); rows locked by a live transaction are skipped. CASE fixes
+-- the order: the lock is looked at only for unexpired leases.
 SELECT id, lease_owner, lease_epoch, attempts, max_attempts,
-       cancel_requested_at IS NOT NULL AS cancel_requested
+       cancel_requested_at IS NOT NULL AS cancel_requested,
+       lease_expires_at >= clock_timestamp() AS session_ended
 FROM runs
-WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+WHERE status = 'running'
+  AND CASE WHEN lease_expires_at < clock_timestamp() THEN true
+           WHEN NOT lease_locked THEN false
+           WHEN EXISTS (SELECT 1 FROM pg_locks l
+                        WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid()
+                          AND l.classid = 1668440436::oid
+                          AND l.objid = hashtext(runs.id::text)::oid AND l.objsubid = 2)
+               THEN false
+           ELSE pg_try_advisory_xact_lock(1668440436, hashtext(id::text)) END
 ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

@@ -246,6 +246,81 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
     assert "tool.succeeded" not in kinds and kinds.count("run.claimed") == 2
 
 
+def end_session(db: connection.Connector, dsn: str) -> None:
+    """Close `db` and wait until the server ended its backend (and so freed its locks)."""
+    row = db.connect().execute("SELECT pg_backend_pid() AS pid").fetchone()
+    assert row is not None
+    pid = row["pid"]
+    db.close()
+    deadline = time.monotonic() + 10
+    while sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", pid):
+        assert time.monotonic() < deadline, "the backend never ended"
+        time.sleep(0.01)  # the backend exits on its own once it reads EOF
+
+
+def test_a_holder_whose_session_ended_loses_its_run_at_once(engine_db: str) -> None:
+    """The claim took the run's advisory lock; the holder's session ends (SIGKILL, a cut
+    link) long before its 60 s lease would: another worker's reconciliation takes it now."""
+    holder, other = connection.Connector(engine_db), connection.Connector(engine_db)
+    run_id, _ = commands.create_run(other, make_input())
+    lease = transitions.Transitions(holder).claim("w-dead", 60_000)
+    assert lease is not None and lease.locked
+    assert maintenance.reconcile(other, backoff_ms=0) == []  # alive: its lease holds
+    end_session(holder, engine_db)  # Postgres frees its locks
+    assert maintenance.reconcile(other, backoff_ms=10_000) == [(run_id, "pending")]
+    new = transitions.Transitions(other).claim("w-new", 60_000)  # no backoff for the dead
+    assert new is not None and new.epoch == lease.epoch + 1 and new.locked
+    data = sql(
+        engine_db,
+        "SELECT data FROM events WHERE run_id = %s AND kind = 'run.reconciled'",
+        run_id,
+    )
+    assert [row[0]["session_ended"] for row in data] == [True]
+    other.close()
+
+
+def test_a_live_holder_keeps_its_run_until_the_lease_lapses(engine_db: str) -> None:
+    """A stalled holder keeps its session: neither another session nor its own sees the lock
+    free, and only the lapsed lease hands the run over (the fencing tests rely on this)."""
+    holder, other = connection.Connector(engine_db), connection.Connector(engine_db)
+    run_id, _ = commands.create_run(other, make_input())
+    lease = transitions.Transitions(holder).claim("w-stalled", 1000)
+    assert lease is not None and lease.locked
+    assert maintenance.reconcile(other, backoff_ms=0) == []
+    assert maintenance.reconcile(holder, backoff_ms=0) == []  # its own lock is not free
+    deadline = time.monotonic() + 10
+    while not (changed := maintenance.reconcile(other, backoff_ms=0)):
+        assert time.monotonic() < deadline, "lease never expired"
+        time.sleep(0.05)  # waiting out the 1 s lease, bounded by the deadline
+    assert changed == [(run_id, "pending")]
+    data = sql(
+        engine_db,
+        "SELECT data FROM events WHERE run_id = %s AND kind = 'run.reconciled'",
+        run_id,
+    )
+    assert [row[0]["session_ended"] for row in data] == [False]
+    holder.close()
+    other.close()
+
+
+def test_a_holder_on_a_new_session_takes_the_lock_again_or_stops(engine_db: str) -> None:
+    """Reconnected (cut link, restarted server), the holder takes the run's lock again before
+    its next external call; when a reconciliation took the run first, it stops."""
+    holder, other = connection.Connector(engine_db), connection.Connector(engine_db)
+    commands.create_run(other, make_input())
+    lease = transitions.Transitions(holder).claim("w-1", 60_000)
+    assert lease is not None and lease.locked
+    end_session(holder, engine_db)
+    leases.ensure_live(holder, lease)  # a new session: lock taken again, lease still live
+    assert maintenance.reconcile(other, backoff_ms=0) == []  # so the run stays with it
+    end_session(holder, engine_db)
+    assert maintenance.reconcile(other, backoff_ms=0) != []  # this time the other was first
+    with pytest.raises(errors.LeaseLost):
+        leases.ensure_live(holder, lease)
+    holder.close()
+    other.close()
+
+
 class SlowReporter(crashcert_probe.Reporter):
     """Holds the transaction at before_commit past the lease, like a SIGSTOP there."""
 
