@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 import pathlib
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pydantic
@@ -134,35 +135,59 @@ _NOT_JSON = (
 QUOTE_IT = "JSON types only: quote it to keep it a string"
 
 
-def _type_problem(value: Any, at: str) -> str | None:
-    """The first value that is not a JSON type (string, number, boolean, null, array,
-    object with string keys), named by where it is: `tools[0].behaviour.result`."""
+def _first_problem(
+    value: Any,
+    at: str,
+    node: Callable[[Any, str], str | None],
+    key: Callable[[Any, str], str | None],
+) -> str | None:
+    """The first problem `node` (a value) or `key` (a mapping key) finds, depth first, named
+    by where it is: `tools[0].behaviour.result`."""
+    problem = node(value, at)
+    if problem:
+        return problem
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _first_problem(item, f"{at}[{index}]", node, key)
+            if problem:
+                return problem
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            problem = key(name, at) or _first_problem(
+                item, f"{at}.{name}" if at else str(name), node, key
+            )
+            if problem:
+                return problem
+    return None
+
+
+def _not_json_type(value: Any, at: str) -> str | None:
     where = at or "(top level)"
     for kind, name in _NOT_JSON:
         if isinstance(value, kind):
             return f"{where}: {name}; {QUOTE_IT}"
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            problem = _type_problem(item, f"{at}[{index}]")
-            if problem:
-                return problem
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                shown = " ".join(str(key).split())[:40]
-                return (
-                    f"{where}: the key {shown} is {type(key).__name__}, not a string; "
-                    "mapping keys must be strings (quote it)"
-                )
-            problem = _type_problem(item, f"{at}.{key}" if at else key)
-            if problem:
-                return problem
-    elif value is not None and not isinstance(value, (str, int, float)):
+    if value is not None and not isinstance(value, (str, int, float, list, dict)):
         return f"{where}: {type(value).__name__} is not a JSON type"
     return None
 
 
-def _json_problem(value: Any, at: str) -> str | None:
+def _not_string_key(name: Any, at: str) -> str | None:
+    if isinstance(name, str):
+        return None
+    shown = " ".join(str(name).split())[:40]
+    return (
+        f"{at or '(top level)'}: the key {shown} is {type(name).__name__}, not a string; "
+        "mapping keys must be strings (quote it)"
+    )
+
+
+def _type_problem(value: Any, at: str) -> str | None:
+    """The first value that is not a JSON type (string, number, boolean, null, array,
+    object with string keys)."""
+    return _first_problem(value, at, _not_json_type, _not_string_key)
+
+
+def _not_portable(value: Any, at: str) -> str | None:
     where = f" at {at}" if at else ""
     if isinstance(value, str):
         return f"a NUL character{where}: {NUL_REASON}" if "\0" in value else None
@@ -172,19 +197,17 @@ def _json_problem(value: Any, at: str) -> str | None:
         return f"integer{where} beyond ±(2^53 - 1): not every JSON reader takes it exactly"
     if isinstance(value, float) and not math.isfinite(value):
         return f"number{where} is {value}: JSON has no infinity or NaN"
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            problem = _json_problem(item, f"{at}[{index}]")
-            if problem:
-                return problem
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and "\0" in key:
-                return f"a NUL character in a key{where}: {NUL_REASON}"
-            problem = _json_problem(item, f"{at}.{key}" if at else str(key))
-            if problem:
-                return problem
     return None
+
+
+def _nul_in_key(name: Any, at: str) -> str | None:
+    if isinstance(name, str) and "\0" in name:
+        return f"a NUL character in a key{' at ' + at if at else ''}: {NUL_REASON}"
+    return None
+
+
+def _json_problem(value: Any, at: str) -> str | None:
+    return _first_problem(value, at, _not_portable, _nul_in_key)
 
 
 def check_text(value: str) -> str:
