@@ -205,6 +205,18 @@ def test_concurrent_claims_never_take_the_same_run(engine_db: str) -> None:
     assert sorted(claimed) == sorted(run_ids)
 
 
+def reconcile_once_lapsed(
+    db: connection.Connector, *, timeout_s: float = 10
+) -> list[tuple[str, str]]:
+    """Reconcile until a lease lapses and a run changes; its changes. Nothing signals a
+    lease lapsing (it is the clock passing), so this polls, bounded by the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not (changed := maintenance.reconcile(db, backoff_ms=0)):
+        assert time.monotonic() < deadline, "lease never expired"
+        time.sleep(0.05)
+    return changed
+
+
 def test_stale_worker_cannot_settle_after_lease_moved_on(
     db: connection.Connector, runs: transitions.Transitions, engine_db: str
 ) -> None:
@@ -212,10 +224,7 @@ def test_stale_worker_cannot_settle_after_lease_moved_on(
     old = runs.claim("w-old", 2000)
     assert old is not None
     command_id = drive_to_tool_started(runs, old)
-    deadline = time.monotonic() + 10
-    while not maintenance.reconcile(db, backoff_ms=0):
-        assert time.monotonic() < deadline, "lease never expired"
-        time.sleep(0.05)  # waiting out the 2 s lease, bounded by the deadline
+    reconcile_once_lapsed(db)
     new = runs.claim("w-new", 60_000)
     assert new is not None and new.epoch == old.epoch + 1
     with pytest.raises(errors.LeaseLost):
@@ -288,10 +297,7 @@ def test_a_live_holder_keeps_its_run_until_the_lease_lapses(engine_db: str) -> N
     assert lease is not None and lease.locked
     assert maintenance.reconcile(other, backoff_ms=0) == []
     assert maintenance.reconcile(holder, backoff_ms=0) == []  # its own lock is not free
-    deadline = time.monotonic() + 10
-    while not (changed := maintenance.reconcile(other, backoff_ms=0)):
-        assert time.monotonic() < deadline, "lease never expired"
-        time.sleep(0.05)  # waiting out the 1 s lease, bounded by the deadline
+    changed = reconcile_once_lapsed(other)
     assert changed == [(run_id, "pending")]
     data = sql(
         engine_db,
@@ -428,10 +434,7 @@ def test_expired_lease_on_last_attempt_is_dead_lettered(
 ) -> None:
     run_id, _ = commands.create_run(db, make_input(max_attempts=1))
     assert runs.claim("w", 100) is not None
-    deadline = time.monotonic() + 10
-    while not (changed := maintenance.reconcile(db, backoff_ms=0)):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)  # waiting out the 100 ms lease, bounded by the deadline
+    changed = reconcile_once_lapsed(db)
     assert changed == [(run_id, "dead_lettered")]
     assert reads.load(db, run_id).status == "dead_lettered"
 
