@@ -11,6 +11,7 @@ import pytest
 from harness import checkers, errors
 from harness.campaigns import certify, merge, merge_certify, shard
 from harness.checkers import levels
+from tests.campaigns import recorded_checks
 
 REPLY = "reply.single_delivery"
 KILLS = [f"kill@reply.sending#{n}" for n in range(1, 7)]
@@ -28,24 +29,12 @@ REQUIRED = [
 ]
 
 
-FRONTIER = "frontier.monotonic"
-
-
-def _summary(name: str) -> str:
-    # a frontier PASS read from an exported checkpoints table, as frontier.check words it
-    return (
-        "4 checkpoint rows from v1 to v4, each step an allowed transition"
-        if name == FRONTIER
-        else "s"
-    )
-
-
 def _record(mode: str, label: str, *, failing: str | None = None, struck: bool = True) -> dict:
     results = [
         {
             "invariant": name,
             "verdict": "FAIL" if name == failing else "PASS",
-            "summary": _summary(name),
+            "summary": recorded_checks.summary(name),
         }
         for name in checkers.INVARIANTS
     ]

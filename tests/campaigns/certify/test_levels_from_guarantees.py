@@ -14,21 +14,13 @@ from harness import checkers
 from harness.campaigns import cert_trial, certify, coverage, merge_certify
 from harness.checkers import frontier, levels
 from harness.faults import spec as fault_spec
+from tests.campaigns import recorded_checks
 from tests.checkers import builders, test_check_frontier
 
 LATE_WORKER_BREAKS = ("tool.at_most_once", "lease.fencing", "model.once_after_decision")
 
 
-FRONTIER = "frontier.monotonic"
-
-
-def _summary(name: str) -> str:
-    # a frontier PASS read from an exported checkpoints table, as frontier.check words it
-    return (
-        "4 checkpoint rows from v1 to v4, each step an allowed transition"
-        if name == FRONTIER
-        else "s"
-    )
+FRONTIER = recorded_checks.FRONTIER
 
 
 def _trial(mode: str, label: str, fault: str, failing: tuple[str, ...] = ()) -> Any:
@@ -36,7 +28,7 @@ def _trial(mode: str, label: str, fault: str, failing: tuple[str, ...] = ()) -> 
         {
             "invariant": name,
             "verdict": "FAIL" if name in failing else "PASS",
-            "summary": _summary(name),
+            "summary": recorded_checks.summary(name),
         }
         for name in checkers.INVARIANTS
     ]
