@@ -26,9 +26,10 @@ from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.lab import launcher as launcher_module
 from harness.lab import shared
+from harness.record import history
+from harness.record import recorder as recorder_module
 from harness.scenario import schema
-from harness.trial import history, runner
-from harness.trial import recorder as recorder_module
+from harness.trial import runner
 from harness.world import ledger
 from harness.world import world as world_module
 

@@ -21,7 +21,7 @@ import dataclasses
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import boundaries
-from harness.trial import history as history_module
+from harness.record import history as history_module
 from harness.world import ledger
 
 INVARIANT = "tool.unknown_outcome"

@@ -1,5 +1,5 @@
 """`crashcert incident export` and `crashcert replay`: a run turned into a scenario, and
-that scenario replayed under its faults (harness/campaigns/incident.py, harness/INCIDENTS.md)."""
+that scenario replayed under its faults (harness/incident/incident.py, harness/INCIDENTS.md)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import sys
 
 import click
 
-from harness import errors, readers
+from harness import errors
 from harness.cli import options
-from harness.contract.engines import commands
+from harness.engines import commands
+from harness.inputs import readers, validation
 from harness.lab import shared
 from harness.report import terminal
-from harness.scenario import schema, validation
+from harness.scenario import schema
 from harness.trial import runner
 
 console = terminal.make_console()
@@ -53,7 +54,7 @@ def incident_export(
     sink_queryable: bool | None,
 ) -> None:
     """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
-    from harness.campaigns import applied, incident
+    from harness.incident import applied, incident
 
     if trial_dir is not None:
         if dsn is not None:
@@ -97,7 +98,7 @@ def replay(
 ) -> None:
     """Replay an incident scenario under its faults and each of its variants; say whether
     the incident still happens, and under which plan."""
-    from harness.campaigns import variants as variants_module
+    from harness.incident import variants as variants_module
 
     scenario = schema.load(scenario_file)
     plans = [scenario.faults, *([] if no_variants else scenario.variants)]
@@ -145,7 +146,7 @@ def incident_import(otlp_file: str, run_id: str | None, name: str | None) -> Non
     """Print a scenario YAML that replays a run traced with OpenTelemetry GenAI spans:
     its model decisions, tool results, the faults the trace shows and the variants it
     cannot rule out (harness/INCIDENTS.md)."""
-    from harness.campaigns import incident, otlp, trace_incident
+    from harness.incident import incident, otlp, trace_incident
 
     data = readers.read_bytes(otlp_file, what="an OTLP trace", max_bytes=otlp.MAX_TRACE_BYTES)
     text = data.decode("utf-8", errors="replace")

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from harness.checkers import liveness, verdict
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import proxy, proxy_audit, shared
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema

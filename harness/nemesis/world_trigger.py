@@ -28,11 +28,11 @@ from typing import Any
 import psutil
 
 from harness.contract import boundaries
-from harness.faults import plan as plan_module
 from harness.faults import spec
 from harness.lab import launcher as launcher_module
-from harness.trial import history
-from harness.trial import recorder as recorder_module
+from harness.planning import plan as plan_module
+from harness.record import history
+from harness.record import recorder as recorder_module
 from harness.world import http, ledger
 from harness.world import world as world_module
 

@@ -23,10 +23,10 @@ import pydantic
 
 from harness import errors
 from harness.contract import boundaries as boundaries_module
-from harness.contract import capabilities as capabilities_module
 from harness.contract import run_report
-from harness.contract.engines import adapter, status_server
-from harness.scenario import validation
+from harness.engines import adapter, status_server
+from harness.engines import capabilities as capabilities_module
+from harness.inputs import validation
 
 COMMAND_TIMEOUT_S = 60.0
 MIN_LEASE_MS = 50
@@ -98,7 +98,7 @@ class EngineDescription(pydantic.BaseModel):
     # Optional: the framework the engine is built on, for certification tables.
     framework: Framework | None = None
     # Optional: what the engine offers (tool transports, approve, cancel, purge, streaming);
-    # unset fields follow the commands present (harness/contract/capabilities.py).
+    # unset fields follow the commands present (harness/engines/capabilities.py).
     capabilities: capabilities_module.Capabilities | None = None
 
     @pydantic.field_validator("boundaries")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import errors
-from harness.campaigns import concurrency
+from harness.pool import concurrency
 from harness.trial import runner
 
 AUTO = "auto"

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from harness.trial import history
+from harness.record import history
 from harness.world import ledger
 
 

@@ -5,7 +5,7 @@ its position in the list), so every machine splits the same plan the same way. E
 runs every baseline: the fault trials are derived from the baselines' traces, and the
 fingerprint of the whole plan (every trial's name, in order) is how a merge tells shards of
 one plan from shards of another. The merged report counts each baseline once. `certify`
-and `explore` shard the same way (harness/campaigns/merge_certify.py, merge_explore.py).
+and `explore` shard the same way (harness/shards/merge_certify.py, merge_explore.py).
 """
 
 from __future__ import annotations

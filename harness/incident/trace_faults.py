@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.campaigns import genai, incident, trace_steps
-from harness.campaigns import variants as variants_module
+from harness.incident import genai, incident, trace_steps
+from harness.incident import variants as variants_module
 
 Alternative = variants_module.Alternative
 

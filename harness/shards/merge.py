@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from harness import errors, readers
-from harness.campaigns import shard as shard_module
+from harness import errors
 from harness.checkers import verdict
-from harness.scenario import validation
+from harness.inputs import readers, validation
+from harness.planning import shard as shard_module
 
 
 @dataclasses.dataclass

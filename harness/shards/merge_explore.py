@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.campaigns import explore, merge
+from harness.campaigns import explore
 from harness.checkers import verdict as verdict_module
+from harness.shards import merge
 
 COUNTS = ("examples", "shrinks", "replays", "passed_over")
 

@@ -30,7 +30,7 @@ _requested = threading.Event()
 
 
 class Sizer(Protocol):
-    """`--jobs auto` (harness/campaigns/autojobs.py): sizes the pool while it runs."""
+    """`--jobs auto` (harness/pool/autojobs.py): sizes the pool while it runs."""
 
     @property
     def cap(self) -> int: ...

@@ -4,9 +4,9 @@
 responses and usage, tool_calls with declarations and outcomes, deliveries, events with the
 lease history) and writes a harness Scenario that replays the same model decisions and tool
 results, with `faults:` inferred from the event trail, `variants:` for what the trail cannot
-tell apart (harness/campaigns/variants.py) and a `note` explaining the inference. The tables
+tell apart (harness/incident/variants.py) and a `note` explaining the inference. The tables
 come from a live database (`from_dsn`, through the engine's export); a stored trial directory
-knows its faults exactly (harness/campaigns/applied.py).
+knows its faults exactly (harness/incident/applied.py).
 harness/INCIDENTS.md documents the format for other engines' teams.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from harness import errors
-from harness.campaigns import otlp, redaction
-from harness.campaigns import variants as variants_module
 from harness.contract import run_report
-from harness.contract.engines import commands
+from harness.engines import commands
+from harness.incident import otlp, redaction
+from harness.incident import variants as variants_module
 from harness.scenario import schema
 
 Tables = dict[str, list[dict[str, Any]]]

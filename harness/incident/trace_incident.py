@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from harness import errors
-from harness.campaigns import genai, incident, otlp, trace_faults, trace_steps
+from harness.incident import genai, incident, otlp, trace_faults, trace_steps
 from harness.scenario import schema
 
 MARKER_KEY = re.compile(r"\[crashcert-run: (?P<key>[^\]]*)\]")

@@ -15,10 +15,11 @@ import pathlib
 from typing import Any
 
 from harness import errors
-from harness.campaigns import incident
-from harness.faults import plan
+from harness.incident import incident
+from harness.planning import plan
+from harness.record import history
 from harness.scenario import schema
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 
 
 def read(directory: pathlib.Path) -> tuple[history.TrialHistory, dict[str, Any]]:

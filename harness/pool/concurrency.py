@@ -1,7 +1,7 @@
 """`--jobs auto`: how many trials run at once, decided by measured load rather than cores.
 
 Pure: it is fed one sample per finished trial and answers with the number of trials to
-keep in flight (harness/campaigns/autojobs.py measures and schedules). Trials mostly wait
+keep in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait
 (on leases, on the world), so cores say little; what says the machine is full is CPU
 pressure (/proc/pressure/cpu, `some avg10`), the load average per core, and the trials
 themselves getting slower: a worker's start to its first boundary is CPU work (fork,

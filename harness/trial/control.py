@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.lab import reaper
-from harness.trial import history
-from harness.trial import recorder as recorder_module
+from harness.record import history
+from harness.record import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 

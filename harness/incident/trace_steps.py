@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from harness import errors
-from harness.campaigns import genai, otlp
+from harness.incident import genai, otlp
 
 COUNTED = ("model.pending", "model.returned", "tools.pending", "reply.ready")
 TOOL_COUNTED = ("tool.started", "tool.returned")

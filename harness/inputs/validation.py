@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import pydantic
 import yaml
 
-from harness import errors, readers
+from harness import errors
+from harness.inputs import readers
 
 Model = TypeVar("Model", bound=pydantic.BaseModel)
 

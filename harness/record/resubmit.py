@@ -16,8 +16,8 @@ from typing import Any
 from harness import errors
 from harness.contract import run_report
 from harness.faults import spec
-from harness.trial import history
-from harness.trial import recorder as recorder_module
+from harness.record import history
+from harness.record import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness import errors
-from harness.campaigns import certify, coverage, merge
+from harness.campaigns import certify, coverage
 from harness.checkers import verdict as verdict_module
+from harness.shards import merge
 
 Key = tuple[str, str, str]  # (mode, scenario, label), as certify's plan names a trial
 

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from harness import errors
 from harness.contract import boundaries
 from harness.faults import spec
-from harness.trial import history
+from harness.record import history
 from harness.world import ledger
 
 # Time kills are drawn in this part of the baseline's span (first model answer -> terminal).
 TIME_SPAN = (0.05, 0.95)
 # Where a time kill landed: the last world point before it and its ledger seq (hit detail,
-# written by harness/faults/world_trigger.py). A wall-clock offset does not reproduce a
+# written by harness/nemesis/world_trigger.py). A wall-clock offset does not reproduce a
 # trial; the world event before it does.
 AFTER_WORLD_POINT, AFTER_LEDGER_SEQ = "after_world_point", "after_ledger_seq"
 # The grammar is spec.parse; this name stays only until the last callers (work in flight

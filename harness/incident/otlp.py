@@ -15,7 +15,8 @@ import binascii
 import dataclasses
 from typing import Any
 
-from harness import errors, readers
+from harness import errors
+from harness.inputs import readers
 
 # Span status codes (opentelemetry/proto/trace/v1/trace.proto), by number and by name.
 STATUS = {0: "unset", 1: "ok", 2: "error"}
@@ -23,7 +24,7 @@ STATUS_NAMES = {"STATUS_CODE_UNSET": "unset", "STATUS_CODE_OK": "ok", "STATUS_CO
 TRACE_ID_BYTES, SPAN_ID_BYTES = 16, 8
 
 # What `incident import` reads of a trace: the scenario it makes must stay a scenario
-# (harness/scenario/validation.py MAX_YAML_BYTES), and a trace is mostly other runs' spans.
+# (harness/inputs/validation.py MAX_YAML_BYTES), and a trace is mostly other runs' spans.
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 

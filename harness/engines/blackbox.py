@@ -1,6 +1,6 @@
 """An engine run as a black box: the same engine, no control channel (CONTRACT.md section 6).
 
-Faults then come from the world (harness/faults/world_trigger.py), and the checkers read
+Faults then come from the world (harness/nemesis/world_trigger.py), and the checkers read
 world hits as the boundaries they stand for (harness/checkers/blackbox.py).
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.contract import boundaries, run_report
-from harness.contract.engines import adapter
+from harness.engines import adapter
 from harness.faults import spec
 
 

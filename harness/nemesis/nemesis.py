@@ -36,8 +36,8 @@ from harness.contract import boundaries
 from harness.faults import spec
 from harness.lab import launcher as launcher_module
 from harness.lab import postgres
-from harness.trial import history
-from harness.trial import recorder as recorder_module
+from harness.record import history
+from harness.record import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 
