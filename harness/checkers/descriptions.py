@@ -188,7 +188,11 @@ BESIDE: dict[str, Described] = {
         evidence="the fault records against the plan; INCONCLUSIVE otherwise",
     ),
     applied.ACTIONS: Described(
-        holds_when="every scenario action (approve, reject, cancel, purge) fired at its point",
-        evidence="the actions the harness ran against the scenario's `actions`; INCONCLUSIVE otherwise",
+        holds_when=(
+            "every scenario action (approve, reject, cancel, purge, reuse_key) fired at its point"
+        ),
+        evidence=(
+            "the actions the harness ran against the scenario's `actions`; INCONCLUSIVE otherwise"
+        ),
     ),
 }

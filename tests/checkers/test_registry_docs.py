@@ -71,7 +71,7 @@ def test_a_new_checker_makes_the_tables_stale(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_an_invariant_without_words_is_named() -> None:
-    with pytest.raises(KeyError, match="no.such has no entry in harness/checkers/descriptions"):
+    with pytest.raises(KeyError, match=r"no\.such has no entry in harness/checkers/descriptions"):
         invariant_table._described("no.such")
 
 
