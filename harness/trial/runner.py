@@ -25,7 +25,14 @@ from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.engines import blackbox as blackbox_engine
 from harness.faults import spec as fault_spec
-from harness.lab import faketime, isolation, processes, proxy_audit, shared, world_links
+from harness.lab import (
+    database_links,
+    faketime,
+    isolation,
+    processes,
+    shared,
+    world_links,
+)
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
 from harness.nemesis import nemesis as nemesis_module
@@ -205,7 +212,7 @@ def _execute(
         world.start()
         stack.callback(world.stop)
         recorder = recorder_module.Recorder(world.counter)
-        proxies = _Proxies(lab, dsn, prefix=database)
+        proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
         stack.callback(proxies.close)
         # Only for a plan that cuts a world link or skews a clock: others keep it direct.
         links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
@@ -484,37 +491,6 @@ def log_tail(path: pathlib.Path) -> list[str]:
     lines = [line for line in lines if line.strip() and not line.startswith(processes.NOTE_PREFIX)]
     lines = lines[-LOG_TAIL_LINES:]
     return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
-
-
-class _Proxies:
-    """One Toxiproxy proxy per worker, so a database fault can hit one worker alone."""
-
-    def __init__(self, lab: shared.Lab, dsn: str, *, prefix: str) -> None:
-        self._lab = lab
-        self._dsn = dsn
-        self._prefix = prefix
-        self._since = time.monotonic()
-        self.by_worker: dict[str, Any] = {}
-
-    def dsn_for(self, worker_id: str) -> str:
-        if self._lab.toxiproxy is None:
-            return self._dsn
-        proxy = self._lab.toxiproxy.create(
-            f"{self._prefix}-{worker_id}", upstream=f"{self._lab.pg.host}:{self._lab.pg.port}"
-        )
-        self.by_worker[worker_id] = proxy
-        return str(proxy.dsn_through(self._dsn))
-
-    def close(self) -> None:
-        """Audit the server first (tampering raises: the trial's harness error), then delete."""
-        try:
-            if self._lab.toxiproxy is not None:
-                proxy_audit.check_trial(
-                    self._lab.toxiproxy, self.by_worker.values(), since=self._since
-                )
-        finally:
-            for proxy in self.by_worker.values():
-                _quietly(proxy.delete)
 
 
 def _quietly(function: Any, *args: Any) -> None:
