@@ -1,5 +1,6 @@
-"""Every relative link in the README, docs/ and harness/'s own documents points at a file or
-folder of this repository, so the map leads somewhere when a page moves."""
+"""Every relative link in the README, docs/, harness/'s own documents and the framework
+examples' READMEs points at a file or folder of this repository, so the map leads somewhere
+when a page moves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import re
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted(
-    [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "harness").glob("*.md")]
+    [
+        REPO / "README.md",
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / "harness").glob("*.md"),
+        *(REPO / "tests" / "contract").glob("*/README.md"),
+    ]
 )
 # [text](target) and [text](target "title"); images too. Code spans are cut out first.
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from harness import checkers
-from harness.checkers import applied, descriptions
+from harness.checkers import applied, descriptions, levels
 from harness.report import invariant_table
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -55,6 +55,24 @@ def test_contract_section_7_lists_the_registry_in_order() -> None:
 def test_readme_lists_the_registry_in_order_then_the_results_beside_it() -> None:
     after = README.split("## Invariants", 1)[1].split("### Conformance levels", 1)[0]
     assert table_ids(after) == [*checkers.INVARIANTS, applied.PLAN, applied.ACTIONS]
+
+
+def test_contract_section_8_lists_each_levels_invariants_as_levels_py_does() -> None:
+    """Section 8's table is prose for buyers, kept by hand; its invariants column is not."""
+    eight = section(CONTRACT, "## 8. Conformance levels", "## 9.")
+    rows = {
+        cells[0]: cells[1]
+        for line in eight.splitlines()
+        if line.startswith("| ")
+        and (cells := [c.strip() for c in line.strip("|").split("|")])[0]
+        in {spec.level.value for spec in levels.LEVELS}
+    }
+    assert list(rows) == [spec.level.value for spec in levels.LEVELS]
+    for spec in levels.LEVELS:
+        if spec.requires == checkers.INVARIANTS:
+            assert rows[spec.level.value] == f"all {COUNT} of section 7"
+        else:
+            assert re.findall(r"`([a-z_.]+)`", rows[spec.level.value]) == list(spec.requires)
 
 
 def test_a_new_checker_makes_the_tables_stale(monkeypatch: pytest.MonkeyPatch) -> None:
