@@ -20,7 +20,17 @@ from harness.report import invariant_table
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CONTRACT = (REPO / "harness" / "CONTRACT.md").read_text()
 README = (REPO / "README.md").read_text()
-DOCS = {path.name: path.read_text() for path in sorted((REPO / "docs").glob("*.md"))}
+# Every other page that may count the invariants in prose.
+DOCS = {
+    str(path.relative_to(REPO)): path.read_text()
+    for path in sorted(
+        [
+            *(REPO / "docs").glob("*.md"),
+            REPO / "harness" / "INCIDENTS.md",
+            *(REPO / "tests" / "contract").glob("*/README.md"),
+        ]
+    )
+}
 COUNT = invariant_table.count_word()
 
 
