@@ -124,14 +124,6 @@ CATALOG: dict[str, FaultClass] = {
             params=("same_worker_id",),
         ),
         FaultClass(
-            "term",
-            "SIGTERM the worker's process group at the point, as a deploy stops it; SIGKILL "
-            "once grace_ms is over if it still lives",
-            ended_by="grace_over",
-            after_release=True,
-            params=("grace_ms",),
-        ),
-        FaultClass(
             "pause",
             "SIGSTOP the worker past its lease, SIGCONT later",
             ended_by="resume",
@@ -219,6 +211,14 @@ CATALOG: dict[str, FaultClass] = {
             "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
             params=("offset_s",),
             skews_clock=True,
+        ),
+        FaultClass(
+            "term",
+            "SIGTERM the worker's process group at the point, as a deploy stops it; SIGKILL "
+            "once grace_ms is over if it still lives",
+            ended_by="grace_over",
+            after_release=True,
+            params=("grace_ms",),
         ),
     )
 }
