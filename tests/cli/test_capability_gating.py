@@ -11,6 +11,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 from harness.campaigns import matrix
 from harness.checkers import verdict as verdict_module
 from harness.engines import commands
@@ -37,6 +39,7 @@ def _crashcert(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.processes  # a crashcert process: the flake hunt runs it
 def test_run_does_not_run_a_scenario_needing_a_missing_capability(tmp_path: pathlib.Path) -> None:
     engine = str(_engine(tmp_path))
     done = _crashcert("run", "--engine", engine, "--scenario", "cancel_in_flight", cwd=tmp_path)
@@ -50,6 +53,7 @@ def test_run_does_not_run_a_scenario_needing_a_missing_capability(tmp_path: path
     assert "it needs mcp," in mcp.stdout
 
 
+@pytest.mark.processes  # a crashcert process: the flake hunt runs it
 def test_matrix_of_gated_scenarios_runs_nothing_and_names_each(tmp_path: pathlib.Path) -> None:
     engine = str(_engine(tmp_path))
     report = tmp_path / "m.json"
