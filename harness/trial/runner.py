@@ -253,6 +253,7 @@ def _execute(
     dsn = lab.clone_database(database)
     with contextlib.ExitStack() as stack:
         stack.callback(_quietly, lab.drop_database, database)
+        stack.callback(_quietly, blackbox_engine.done_with, engine, dsn)  # before the drop
         world = world_module.World(spec.scenario)
         world.start()
         stack.callback(world.stop)
