@@ -116,8 +116,13 @@ class Worker:
 
     def run(self, *, once: bool = False) -> int:
         delay = self._db_backoff()
+        idle = False
         while not self.stopping.is_set():
             try:
+                # Idle: one statement per poll until there is something a pass could take.
+                if idle and not maintenance.work_waiting(self.db):
+                    self.stopping.wait(self.settings.poll_ms / 1000.0)
+                    continue
                 maintenance.reconcile(
                     self.db,
                     redact=self.settings.redact,
@@ -130,6 +135,7 @@ class Worker:
                 self.stopping.wait(next(delay))
                 continue
             delay = self._db_backoff()
+            idle = lease is None
             if lease is None:
                 if once:
                     break
