@@ -343,8 +343,8 @@ def _execute(
             # nothing, so it stops while the final report and tables are read.
             if launcher.workers.alive():
                 raise errors.CrashcertError("a worker outlived the trial's teardown")
-            for step in (world.stop, server.stop, proxies.close):
-                closing.begin(step)
+            for stop in (world.stop, server.stop, proxies.close):
+                closing.begin(stop)
         if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)
