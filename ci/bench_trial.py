@@ -23,11 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from harness.contract import control
-from harness.contract.engines import commands
-from harness.lab import launcher, shared
+from harness.engines import commands
+from harness.lab import database_links, launcher, shared
 from harness.scenario import schema
-from harness.trial import artifacts, runner
+from harness.trial import artifacts, control, runner
 from harness.world import world
 
 _spent: dict[str, list[float]] = collections.defaultdict(list)
@@ -101,12 +100,12 @@ def main() -> None:
         (world.World, "stop", "world stop"),
         (control.ControlServer, "stop", "control stop"),
         (launcher.Launcher, "close", "workers stopped and reaped"),
-        (runner._Proxies, "dsn_for", "proxy create"),
-        (runner._Proxies, "close", "proxy audit and delete"),
+        (database_links.DatabaseLinks, "dsn_for", "proxy create"),
+        (database_links.DatabaseLinks, "close", "proxy audit and delete"),
         (type(engine), "submit", "submit"),
         (type(engine), "report", "report"),
         (type(engine), "export", "export"),
-        (runner, "judge", "checks"),
+        (runner.judge_module, "judge", "checks"),
         (artifacts, "write_trial", "trial directory"),
     ]
     rows: list[dict[str, float]] = []

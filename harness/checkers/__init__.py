@@ -26,7 +26,7 @@ from harness.checkers import (
     unknown_outcome,
     verdict,
 )
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 Checker = Callable[[history_module.TrialHistory], verdict.CheckResult]
 

@@ -19,7 +19,7 @@ import pydantic
 
 from harness import errors
 from harness.contract import boundaries
-from harness.scenario import limits, validation
+from harness.inputs import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """A `?name=value` the nemesis understands (harness/faults/nemesis.py)."""
+    """A `?name=value` the nemesis understands (harness/nemesis/nemesis.py)."""
 
     name: str
     kind: ParamKind
@@ -108,7 +108,7 @@ class FaultClass:
     # choice param (per scenario), not once per boundary of the baseline.
     per_run: bool = False
     # It acts on the world's response, so only these world points take it; the world
-    # applies it in the request's thread (harness/faults/world_trigger.py), not the nemesis.
+    # applies it in the request's thread (harness/nemesis/world_trigger.py), not the nemesis.
     world_points: tuple[str, ...] = ()
 
 

@@ -20,9 +20,10 @@ pytest.importorskip(
 pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres missing")
 pytest.importorskip("langchain_openai", reason="langchain-openai missing")
 
-from harness.campaigns import certify, certify_table
-from harness.contract.engines import commands
+from harness.campaigns import certify
+from harness.engines import commands
 from harness.lab import shared
+from harness.report import certify_table
 from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]

@@ -11,7 +11,8 @@ from harness import errors
 from harness.checkers import facts
 from harness.cli import main
 from harness.contract import boundaries
-from harness.faults import plan, spec
+from harness.faults import spec
+from harness.planning import plan
 
 TRACE = [(point, 1) for point in boundaries.all_points()]
 

@@ -16,9 +16,10 @@ import pytest
 from harness import errors
 from harness.campaigns import soak
 from harness.cli import main
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.faults import spec
-from harness.scenario import schema, validation
+from harness.inputs import validation
+from harness.scenario import schema
 
 # A valid scenario with every number on its own line, so one replace makes it bad.
 SCENARIO = """\
