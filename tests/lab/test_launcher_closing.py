@@ -16,6 +16,8 @@ from harness import errors
 from harness.lab import launcher as launcher_module
 from harness.record import recorder as recorder_module
 
+pytestmark = pytest.mark.processes
+
 
 def _launcher(tmp_path: pathlib.Path, on_dsn: Any = None) -> launcher_module.Launcher:
     engine: Any = types.SimpleNamespace(
