@@ -72,12 +72,6 @@ def test_put_winning_the_race_leaves_the_writes_unsaved_and_the_node_runs_twice(
     assert runs == 2
 
 
-def test_writes_winning_the_race_are_replayed(fresh_database: str, tmp_path: pathlib.Path) -> None:
-    runs, found = _race(fresh_database, tmp_path, delay="put", kill="put_entry")
-    assert found["writes_saved"] == ["effect"]
-    assert runs == 1
-
-
 def test_a_kill_between_a_committed_put_and_put_writes_reruns_nothing(
     fresh_database: str, tmp_path: pathlib.Path
 ) -> None:
