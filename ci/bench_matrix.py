@@ -28,9 +28,10 @@ import psycopg
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from ci import bench_cpu
-from harness.campaigns import autojobs, matrix
-from harness.contract.engines import commands
+from harness.campaigns import matrix
+from harness.engines import commands
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.scenario import schema
 
 

@@ -26,7 +26,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.campaigns import certify  # noqa: E402
-from harness.contract.engines import commands  # noqa: E402
+from harness.engines import commands  # noqa: E402
 from harness.lab import shared  # noqa: E402
 from harness.scenario import schema  # noqa: E402
 

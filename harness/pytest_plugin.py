@@ -69,7 +69,7 @@ class _Session:
     def lab(self, engine_ref: str) -> Any:
         import contextlib
 
-        from harness.contract.engines import commands
+        from harness.engines import commands
         from harness.lab import shared
 
         if self._stack is None:
@@ -111,7 +111,7 @@ class Case:
 
     def check(self) -> list[Any]:
         from harness.checkers import verdict
-        from harness.faults import plan
+        from harness.planning import plan
         from harness.scenario import schema as scenario_module
         from harness.trial import runner
 

@@ -107,8 +107,8 @@ def test_the_graph_sees_imports_inside_functions(tmp_path: pathlib.Path) -> None
 def test_the_graph_knows_the_modules_that_tie_scenarios_faults_and_histories() -> None:
     graph = import_graph()
     assert "harness.faults.spec" in graph["harness.scenario.schema"]
-    assert "harness.faults.spec" in graph["harness.trial.history"]
-    assert "harness.contract.run_report" in graph["harness.trial.history"]
+    assert "harness.faults.spec" in graph["harness.record.history"]
+    assert "harness.contract.run_report" in graph["harness.record.history"]
 
 
 def test_no_import_cycle_among_harness_modules() -> None:
@@ -118,3 +118,91 @@ def test_no_import_cycle_among_harness_modules() -> None:
 def test_no_harness_module_is_over_600_lines() -> None:
     sizes = {module: len(path.read_text().splitlines()) for module, path in _modules().items()}
     assert {module: lines for module, lines in sizes.items() if lines > MAX_LINES} == {}
+
+
+# The floors of harness/, lowest first: a folder may import only folders on a lower floor
+# (or its own). Top-level modules are floors of their own; `harness.checkers` (the package,
+# whose __init__ is the registry) counts as the checkers folder.
+FLOORS: list[set[str]] = [
+    {"errors", "provenance"},
+    {"inputs"},
+    {"contract"},
+    {"faults"},
+    {"scenario"},
+    {"world"},
+    {"record"},
+    {"checkers", "engines"},
+    {"lab"},
+    {"planning"},
+    {"nemesis"},
+    {"trial"},
+    {"report", "pool"},
+    {"campaigns", "incident"},
+    {"shards"},
+    {"cli", "pytest_plugin"},
+    {"__main__"},
+]
+
+
+def folder_of(module: str) -> str:
+    """harness.trial.runner -> trial; harness.errors -> errors; harness -> harness."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        own = folder_of(module)
+        folders.setdefault(own, set()).update(
+            folder_of(other) for other in imported if folder_of(other) != own
+        )
+    return folders
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    floor = {folder: level for level, folders in enumerate(FLOORS) for folder in folders}
+    return sorted(
+        f"{module} -> {other}"
+        for module, imported in graph.items()
+        for other in imported
+        if folder_of(module) in floor
+        and folder_of(other) in floor
+        and floor[folder_of(other)] > floor[folder_of(module)]
+    )
+
+
+def test_the_folder_view_sees_an_upward_import() -> None:
+    graph = {"harness.record.history": {"harness.trial.runner"}, "harness.trial.runner": set()}
+    assert upward_imports(graph) == ["harness.record.history -> harness.trial.runner"]
+    assert cycles(folder_graph({**graph, "harness.trial.runner": {"harness.record.x"}})) == [
+        ["record", "trial"]
+    ]
+
+
+def test_every_folder_of_harness_is_on_a_floor() -> None:
+    placed = set().union(*FLOORS)
+    folders = {folder_of(module) for module in import_graph()} - {"harness"}
+    assert folders - placed == set()
+
+
+def test_folders_import_one_way() -> None:
+    graph = import_graph()
+    assert cycles(folder_graph(graph)) == []
+    assert upward_imports(graph) == []
+
+
+def test_reference_engine_never_imports_harness() -> None:
+    engine = ROOT.parent / "reference_engine"
+    found = []
+    for path in engine.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            found += [f"{path.name}: {name}" for name in names if name.split(".")[0] == "harness"]
+    assert found == []

@@ -1,5 +1,5 @@
 """A trial as a certificate counts it: a live one (CertTrial) or one a shard recorded
-(harness/campaigns/merge_certify.py), both read through `Counted`'s rules."""
+(harness/shards/merge_certify.py), both read through `Counted`'s rules."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ class CertTrial(Counted):
 
 class Trial(Protocol):
     """What a certificate needs of a trial: a CertTrial, or one a shard recorded
-    (harness/campaigns/merge_certify.py)."""
+    (harness/shards/merge_certify.py)."""
 
     @property
     def mode(self) -> Mode: ...

@@ -20,19 +20,19 @@ import rich.console
 import rich.table
 
 from harness import checkers, errors
-from harness.campaigns import cert_trial, certify_table, coverage, interrupt
+from harness.campaigns import cert_trial, coverage
 from harness.campaigns import matrix as matrix_module
-from harness.campaigns import shard as shard_module
 from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.contract import capabilities as capabilities_module
-from harness.faults import plan as plan_module
+from harness.engines import capabilities as capabilities_module
 from harness.faults import spec as fault_spec
 from harness.lab import shared
-from harness.report import narrow, terminal
+from harness.planning import plan as plan_module
+from harness.planning import shard as shard_module
+from harness.report import certify_table, narrow, terminal
 from harness.scenario import schema
-from harness.trial import runner
+from harness.trial import interrupt, runner
 
 Mode = cert_trial.Mode
 MODES: tuple[str, ...] = ("auto", "boundary", "blackbox", "both")

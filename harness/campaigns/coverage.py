@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from harness.checkers import levels
-from harness.faults import plan
-from harness.trial import history
+from harness.planning import plan
+from harness.record import history
 
 # A black box is faulted at world points, at seeded times and at the run: no pause, no
 # lost COMMIT, no link cut (those need the engine's boundaries to aim at).

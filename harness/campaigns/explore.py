@@ -14,7 +14,7 @@ The search is seeded: the same seed and baseline trace give the same schedules. 
 what shards it (`--shard I/N`): every shard generates the same list, runs the schedules whose
 label hashes to it and passes over the others as if they had passed, so that until a shard
 finds a failure the shards together run exactly the unsharded search's schedules. A shard
-that finds one shrinks and replays it alone (harness/campaigns/merge_explore.py).
+that finds one shrinks and replays it alone (harness/shards/merge_explore.py).
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ import yaml
 from hypothesis import strategies as st
 
 from harness import errors
-from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.faults import plan, spec
+from harness.faults import spec
 from harness.lab import shared
+from harness.planning import plan
+from harness.planning import shard as shard_module
 from harness.scenario import schema
 from harness.trial import artifacts as store
 from harness.trial import runner
@@ -143,7 +144,7 @@ class Space:
     """Where faults may strike: the baseline's hits in order, then its world points (where
     the world answered, applied, accepted: the faults of the world's response strike
     there), then the run as a whole; then the hits and world points only recovery reaches.
-    The matrix plans the same places (harness/faults/plan.py, fault_plans)."""
+    The matrix plans the same places (harness/planning/plan.py, fault_plans)."""
 
     reached: tuple[Point, ...]
     beyond: tuple[Point, ...] = ()

@@ -8,15 +8,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from harness.campaigns import interrupt
-from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
-from harness.faults import plan
 from harness.faults import spec as fault_spec
 from harness.lab import shared
+from harness.planning import plan
+from harness.planning import shard as shard_module
 from harness.report import timeline
 from harness.scenario import schema
-from harness.trial import runner
+from harness.trial import interrupt, runner
 
 # Called after each trial (for progress bars): (outcome, done, total or None).
 Progress = Callable[[runner.TrialOutcome, int, int | None], None]

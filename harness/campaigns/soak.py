@@ -24,11 +24,12 @@ from typing import Any
 from harness import checkers, errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
+from harness.lab import database_links, shared
 from harness.lab import launcher as launcher_module
-from harness.lab import shared
+from harness.record import history
+from harness.record import recorder as recorder_module
 from harness.scenario import schema
-from harness.trial import history, runner
-from harness.trial import recorder as recorder_module
+from harness.trial import runner
 from harness.world import ledger
 from harness.world import world as world_module
 
@@ -98,7 +99,7 @@ def run_soak(
     world = world_module.World(scenario)
     world.start()
     recorder = recorder_module.Recorder(world.counter)
-    proxies = runner._Proxies(lab, dsn, prefix=database)
+    proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
     launcher = launcher_module.Launcher(
         engine,
         world_env=world.env(),

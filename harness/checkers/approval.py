@@ -8,7 +8,7 @@ sent: a request recorded before it cannot be the approval's doing.
 from __future__ import annotations
 
 from harness.checkers import facts, verdict
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 INVARIANT = "tool.approval"
 

@@ -1,7 +1,7 @@
 """Judging a black-box history: world hits read as the boundaries they stand for. Pure.
 
 A black box reports no boundaries; the world triggered its faults
-(harness/faults/world_trigger.py). `judge` reads its world hits as boundaries
+(harness/nemesis/world_trigger.py). `judge` reads its world hits as boundaries
 (`tool.effect` -> tool.returned, `reply.accepted` -> reply.sent, `model.answered` ->
 model.returned), and invariants that need the engine's own boundaries (`lease.fencing`)
 say INCONCLUSIVE instead of passing by default.
@@ -16,11 +16,11 @@ from harness.checkers import facts
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
 from harness.faults import spec
-from harness.trial import history
+from harness.record import history
 
 MODEL_ANSWERED, TOOL_EFFECT, REPLY_ACCEPTED = boundaries.WORLD_POINTS
-# The boundary each world point stands for (DESIGN.md's table): the effect happened outside,
-# the engine has not recorded it.
+# The boundary each world point stands for (harness/CONTRACT.md section 6's table): the
+# effect happened outside, the engine has not recorded it.
 EQUIVALENT = {
     MODEL_ANSWERED: "model.returned",
     TOOL_EFFECT: "tool.returned",

@@ -15,8 +15,8 @@ import dataclasses
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import run_report
+from harness.record import history as history_module
 from harness.scenario import schema
-from harness.trial import history as history_module
 from harness.world import ledger
 
 INVARIANT = "budget.not_restored"

@@ -20,7 +20,7 @@ import collections
 import math
 
 from harness.checkers import facts, reach, verdict
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 INVARIANT = "tool.at_least_once"
 # Statuses that say the run's work is done.

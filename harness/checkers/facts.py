@@ -14,8 +14,8 @@ from typing import Any
 
 from harness.contract import boundaries
 from harness.faults import spec
+from harness.record import history as history_module
 from harness.scenario import schema
-from harness.trial import history as history_module
 from harness.world import ledger, transcript
 
 # Faults that interrupt a worker, and the records that mark the end of one
@@ -298,7 +298,7 @@ def lost_acks(history: history_module.TrialHistory) -> list[LostAck]:
     """commit_lost/commit_dropped faults whose held transaction really committed.
 
     The engine never heard the answer, so its boundary after COMMIT is missing; the heal
-    record says what Postgres did with the transaction (harness/faults/nemesis.py).
+    record says what Postgres did with the transaction (harness/nemesis/nemesis.py).
     """
     heals = [fault for fault in history.faults() if fault.action == "heal" and fault.ok]
     found = []

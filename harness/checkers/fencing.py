@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import boundaries
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 INVARIANT = "lease.fencing"
 FINISH_POINT = "run.finished"

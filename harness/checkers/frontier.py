@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from harness.checkers import facts, verdict
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 INVARIANT = "frontier.monotonic"
 

@@ -5,7 +5,7 @@ within the scenario's deadline.
 from __future__ import annotations
 
 from harness.checkers import facts, reach, verdict
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 INVARIANT = "run.liveness"
 

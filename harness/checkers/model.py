@@ -13,7 +13,7 @@ import math
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import boundaries
-from harness.trial import history as history_module
+from harness.record import history as history_module
 from harness.world import ledger
 
 ONCE_AFTER_DECISION = "model.once_after_decision"

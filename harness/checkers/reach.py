@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harness.checkers import facts, verdict
 from harness.contract import boundaries, run_report
-from harness.trial import history as history_module
+from harness.record import history as history_module
 
 CRASHED = "crashed"
 UNCERTAIN = "delivery_uncertain"

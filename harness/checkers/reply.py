@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harness.checkers import facts, reach, verdict
 from harness.contract import boundaries
-from harness.trial import history as history_module
+from harness.record import history as history_module
 from harness.world import ledger
 
 INVARIANT = "reply.single_delivery"

@@ -1,7 +1,7 @@
 """run.single_submit: one run, one reply, per run key.
 
 A client that lost the acknowledgement of its submit sends the same RunInput again
-(`submit_twice@run`, harness/trial/resubmit.py). The run key is the client's idempotency
+(`submit_twice@run`, harness/record/resubmit.py). The run key is the client's idempotency
 key: the engine must answer the run it already has and create nothing, whether the
 resubmit comes at once or after the run finished (CONTRACT.md, section 5). Judged from the
 history alone: the run id each resubmit answered, the run ids the reports and the sink's
@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 
 from harness.checkers import verdict
-from harness.trial import history as history_module
-from harness.trial import resubmit
+from harness.record import history as history_module
+from harness.record import resubmit
 from harness.world import ledger
 
 INVARIANT = "run.single_submit"

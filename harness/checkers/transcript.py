@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 
 from harness.checkers import facts, reach, verdict
-from harness.trial import history as history_module
+from harness.record import history as history_module
 from harness.world import ledger
 
 INVARIANT = "transcript.intact"

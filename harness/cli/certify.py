@@ -11,17 +11,17 @@ from typing import Any
 import click
 
 from harness.campaigns import certify as certify_module
-from harness.campaigns import interrupt
-from harness.campaigns import shard as shard_module
 from harness.checkers import levels as levels_module
 from harness.checkers import verdict as verdict_module
 from harness.cli import options
 from harness.contract import boundaries
-from harness.contract.engines import commands
-from harness.faults import plan as plan_module
+from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
+from harness.planning import plan as plan_module
+from harness.planning import shard as shard_module
 from harness.report import github, terminal
+from harness.trial import interrupt
 
 console = terminal.make_console()
 LEVEL_NAMES = ["FULL", "CRASH-SAFE", "AT-LEAST-ONCE", "NONE"]

@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 
-from harness.campaigns import shard as shard_module
 from harness.cli import options
-from harness.contract.engines import commands
-from harness.faults import plan as plan_module
+from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
+from harness.planning import plan as plan_module
+from harness.planning import shard as shard_module
 from harness.report import terminal
 from harness.scenario import schema as scenario_module
 

@@ -1,5 +1,5 @@
 """`crashcert incident export` and `crashcert replay`: a run turned into a scenario, and
-that scenario replayed under its faults (harness/campaigns/incident.py, harness/INCIDENTS.md)."""
+that scenario replayed under its faults (harness/incident/incident.py, harness/INCIDENTS.md)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import sys
 
 import click
 
-from harness import errors, readers
+from harness import errors
 from harness.cli import options
-from harness.contract.engines import commands
+from harness.engines import commands
+from harness.incident import replay as replay_module
+from harness.incident import variants
+from harness.inputs import readers, validation
 from harness.lab import shared
 from harness.report import terminal
-from harness.scenario import schema, validation
+from harness.scenario import schema
 from harness.trial import runner
 
 console = terminal.make_console()
@@ -53,7 +56,7 @@ def incident_export(
     sink_queryable: bool | None,
 ) -> None:
     """Print a scenario YAML that replays a run: its model decisions, tool results, faults."""
-    from harness.campaigns import applied, incident
+    from harness.incident import applied, incident
 
     if trial_dir is not None:
         if dsn is not None:
@@ -97,29 +100,31 @@ def replay(
 ) -> None:
     """Replay an incident scenario under its faults and each of its variants; say whether
     the incident still happens, and under which plan."""
-    from harness.campaigns import variants as variants_module
-
     scenario = schema.load(scenario_file)
-    plans = [scenario.faults, *([] if no_variants else scenario.variants)]
     engine = commands.find(engine_ref)
     network = options.private_network(pg_dsn)
     out_dir = options.new_out_dir(out)
-    replays: list[variants_module.Replayed] = []
+
+    def show(what: str, spec: runner.TrialSpec, outcome: runner.TrialOutcome | None) -> None:
+        if outcome is None:
+            console.print(f"\n{what}: {spec.label}")
+            return
+        terminal.print_results(console, outcome.results, outcome.verdict)
+        console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
+
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
-        for number, faults in enumerate(plans):
-            # each plan is the trial `crashcert run --scenario FILE --fault ...` runs
-            spec = runner.TrialSpec.under(
-                scenario, faults, scenario_ref=scenario_file, engine_ref=engine_ref, seed=seed
-            )
-            what = "faults" if number == 0 else f"variant {number}/{len(plans) - 1}"
-            console.print(f"\n{what}: {spec.label}")
-            outcome = runner.run_trial(lab, spec, out_dir=out_dir)
-            terminal.print_results(console, outcome.results, outcome.verdict)
-            console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
-            failed = [r.invariant for r in outcome.results if r.verdict.value == "FAIL"]
-            replays.append(variants_module.Replayed(spec.label, outcome.verdict, failed))
-    verdict, sentence = variants_module.conclude(replays)
+        replays = replay_module.replay(
+            lab,
+            scenario,
+            replay_module.plans_of(scenario, with_variants=not no_variants),
+            scenario_ref=scenario_file,
+            engine_ref=engine_ref,
+            seed=seed,
+            out_dir=out_dir,
+            show=show,
+        )
+    verdict, sentence = variants.conclude(replays)
     if len(replays) > 1:
         console.print()
         for replayed in replays:
@@ -145,7 +150,7 @@ def incident_import(otlp_file: str, run_id: str | None, name: str | None) -> Non
     """Print a scenario YAML that replays a run traced with OpenTelemetry GenAI spans:
     its model decisions, tool results, the faults the trace shows and the variants it
     cannot rule out (harness/INCIDENTS.md)."""
-    from harness.campaigns import incident, otlp, trace_incident
+    from harness.incident import incident, otlp, trace_incident
 
     data = readers.read_bytes(otlp_file, what="an OTLP trace", max_bytes=otlp.MAX_TRACE_BYTES)
     text = data.decode("utf-8", errors="replace")

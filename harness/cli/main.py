@@ -14,22 +14,23 @@ import rich.console
 import rich.progress
 
 from harness import errors, provenance
-from harness.campaigns import interrupt
 from harness.campaigns import matrix as matrix_module
-from harness.campaigns import shard as shard_module
+from harness.checkers import judge
 from harness.checkers import verdict as verdict_module
 from harness.cli import certify, explore, incident, merge, options
 from harness.contract import run_report
-from harness.contract.engines import commands
-from harness.faults import plan as plan_module
+from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
 from harness.lab.postgres import dsn as pg_dsn
+from harness.planning import plan as plan_module
+from harness.planning import shard as shard_module
 from harness.report import github, terminal
 from harness.report import summary as report
 from harness.scenario import catalog as scenario_catalog
 from harness.scenario import schema as scenario_module
 from harness.trial import artifacts as store
+from harness.trial import interrupt
 from harness.trial import runner as trial_module
 
 console = terminal.make_console()
@@ -240,7 +241,7 @@ def analyze(directory: str) -> None:
             verdicts.append(verdict_module.Verdict.ERROR)
             console.print(terminal.line(terminal.verdict(verdicts[-1]), f" unreadable: {error}"))
             continue
-        results, verdict = trial_module.judge(trial)
+        results, verdict = judge.judge(trial)
         verdicts.append(verdict)
         terminal.print_results(console, results, verdict)
         if trial.interrupted:

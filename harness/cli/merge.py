@@ -10,12 +10,12 @@ import sys
 import click
 
 from harness.campaigns import certify as certify_module
-from harness.campaigns import merge as merge_module
-from harness.campaigns import merge_certify, merge_explore
-from harness.campaigns import shard as shard_module
 from harness.checkers import verdict as verdict_module
 from harness.cli import certify, options
+from harness.planning import shard as shard_module
 from harness.report import github, narrow, summary, terminal
+from harness.shards import merge as merge_module
+from harness.shards import merge_certify, merge_explore
 
 DEFAULT_OUT = "crashcert-merged"
 console = terminal.make_console()

@@ -179,7 +179,7 @@ def scenario_option(*, multiple: bool = False, **kwargs: Any) -> Any:
 
 
 def _jobs_callback(context: click.Context, param: click.Parameter, value: str) -> Any:
-    from harness.campaigns import autojobs  # the trial runner, only for verbs that run trials
+    from harness.pool import autojobs
 
     try:
         return autojobs.parse(value)

@@ -19,7 +19,7 @@ import pydantic
 
 from harness import errors
 from harness.contract import boundaries
-from harness.scenario import limits, validation
+from harness.inputs import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
@@ -28,7 +28,7 @@ ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """A `?name=value` the nemesis understands (harness/faults/nemesis.py)."""
+    """A `?name=value` the nemesis understands (harness/nemesis/nemesis.py)."""
 
     name: str
     kind: ParamKind
@@ -40,6 +40,7 @@ PARAMS: dict[str, Param] = {
     param.name: param
     for param in (
         Param("same_worker_id", "flag", "restart the killed worker under the same id"),
+        Param("grace_ms", "milliseconds", "term: how long SIGTERM is given before SIGKILL"),
         Param("heal_after_s", "seconds", "heal the fault after this long"),
         Param("heal_at", "point", "heal when any worker reports this point, e.g. tool.settled#1"),
         Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
@@ -108,7 +109,7 @@ class FaultClass:
     # choice param (per scenario), not once per boundary of the baseline.
     per_run: bool = False
     # It acts on the world's response, so only these world points take it; the world
-    # applies it in the request's thread (harness/faults/world_trigger.py), not the nemesis.
+    # applies it in the request's thread (harness/nemesis/world_trigger.py), not the nemesis.
     world_points: tuple[str, ...] = ()
 
 
@@ -210,6 +211,14 @@ CATALOG: dict[str, FaultClass] = {
             "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
             params=("offset_s",),
             skews_clock=True,
+        ),
+        FaultClass(
+            "term",
+            "SIGTERM the worker's process group at the point, as a deploy stops it; SIGKILL "
+            "once grace_ms is over if it still lives",
+            ended_by="grace_over",
+            after_release=True,
+            params=("grace_ms",),
         ),
     )
 }

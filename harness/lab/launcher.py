@@ -7,10 +7,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.contract.engines import adapter
+from harness.engines import adapter
 from harness.lab import processes, spawner
-from harness.trial import history
-from harness.trial import recorder as recorder_module
+from harness.record import history
+from harness.record import recorder as recorder_module
 
 # Given a worker id, the DSN that worker should use (through its own Toxiproxy proxy).
 DsnForWorker = Callable[[str], str]

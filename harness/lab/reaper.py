@@ -74,7 +74,7 @@ def _install() -> None:
         if current == signal.SIG_IGN:
             continue  # someone chose to ignore it (e.g. nohup); respect that
         if getattr(current, "crashcert_stop", False):
-            continue  # handled as Ctrl-C (harness/campaigns/interrupt.py): unwinding cleans up
+            continue  # handled as Ctrl-C (harness/trial/interrupt.py): unwinding cleans up
         _previous[signum] = current
         signal.signal(signum, _on_signal)
 

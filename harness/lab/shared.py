@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness import errors
-from harness.contract.engines import adapter, blackbox
+from harness.engines import adapter, blackbox
 from harness.lab import gate as gate_module
 from harness.lab import postgres, proxy_audit, spawner
 

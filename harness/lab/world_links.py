@@ -4,7 +4,7 @@ and `sink_cut` (harness/faults/spec.py).
 Made only for a trial whose plan cuts a link, and only for the services it cuts: every
 other trial's workers keep their direct links (a proxy costs a round trip to Toxiproxy per
 worker and a hop per request). Each worker gets its own proxy per service, so a cut hits
-one worker alone, like its database link (harness/trial/runner.py `_Proxies`).
+one worker alone, like its database link (harness/lab/database_links.py).
 """
 
 from __future__ import annotations

@@ -30,9 +30,10 @@ import markupsafe
 from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
-from harness.faults import plan
+from harness.planning import plan
+from harness.record import history
 from harness.report import grid
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 from harness.world import ledger
 
 TRIAL_PAGE = "timeline.html"

@@ -18,7 +18,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries, run_report
 from harness.faults import spec
-from harness.scenario import limits, validation
+from harness.inputs import limits, validation
 
 RUN_KEY_PLACEHOLDER = "{run}"
 # A scenario's budgets and expected status are the engine contract's types

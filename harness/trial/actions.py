@@ -13,15 +13,13 @@ import logging
 from typing import Any
 
 from harness import errors
-from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
+from harness.record import history
+from harness.record import recorder as recorder_module
 from harness.scenario import schema
-from harness.trial import history
-from harness.trial import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 
-INVARIANT = "scenario.actions"
 # How often the runner looks for an action's point while one is pending.
 POLL_S = 0.1
 
@@ -110,26 +108,3 @@ class Actor:
 
 def _awaiting(report: run_report.RunReport, call: str | None) -> bool:
     return any(c.id == call and c.state == "awaiting_approval" for c in report.tool_calls)
-
-
-def result(trial: history.TrialHistory) -> verdict_module.CheckResult:
-    """Every scenario action applied, or the trial proves nothing: INCONCLUSIVE."""
-    wanted = trial.scenario.actions
-    done = [taken for taken in trial.actions() if taken.ok]
-    failed = [
-        f"{taken.do} {taken.call or ''} at {taken.at}: {taken.note}"
-        for taken in trial.actions()
-        if not taken.ok
-    ]
-    if len(done) == len(wanted):
-        return verdict_module.CheckResult(
-            invariant=INVARIANT,
-            verdict=verdict_module.Verdict.PASS,
-            summary=f"{len(wanted)} scenario action(s) applied",
-        )
-    return verdict_module.CheckResult(
-        invariant=INVARIANT,
-        verdict=verdict_module.Verdict.INCONCLUSIVE,
-        summary=f"{len(wanted) - len(done)} of {len(wanted)} scenario action(s) never applied",
-        evidence=failed or ["the run ended before the action's point"],
-    )

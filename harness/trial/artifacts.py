@@ -21,10 +21,11 @@ from typing import Any
 
 import yaml
 
-from harness import errors, provenance, readers
+from harness import errors, provenance
+from harness.inputs import readers
 from harness.lab import isolation
 from harness.lab.postgres import dsn
-from harness.trial import history
+from harness.record import history
 
 HEADER_FIELDS = (
     "trial_id",

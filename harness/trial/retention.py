@@ -28,9 +28,9 @@ from harness import errors
 from harness.contract import run_report
 from harness.lab import launcher as launcher_module
 from harness.lab import processes
+from harness.record import history, resubmit
+from harness.record import recorder as recorder_module
 from harness.scenario import schema
-from harness.trial import history, resubmit
-from harness.trial import recorder as recorder_module
 
 log = logging.getLogger(__name__)
 

@@ -19,23 +19,30 @@ from typing import Any
 
 import pydantic
 
-from harness import checkers, errors
-from harness.campaigns import interrupt
-from harness.checkers import blackbox as blackbox_checks
+from harness import errors
+from harness.checkers import judge as judge_module
 from harness.checkers import verdict as verdict_module
-from harness.contract import boundaries, control, run_report
-from harness.contract.engines import blackbox as blackbox_engine
-from harness.faults import nemesis as nemesis_module
-from harness.faults import plan as plan_module
+from harness.contract import run_report
+from harness.engines import blackbox as blackbox_engine
 from harness.faults import spec as fault_spec
-from harness.faults import world_trigger
-from harness.lab import faketime, isolation, processes, proxy_audit, shared, world_links
+from harness.lab import (
+    database_links,
+    faketime,
+    isolation,
+    processes,
+    shared,
+    world_links,
+)
 from harness.lab import launcher as launcher_module
 from harness.lab.postgres import dsn as pg_dsn
+from harness.nemesis import nemesis as nemesis_module
+from harness.nemesis import world_trigger
+from harness.planning import plan as plan_module
+from harness.record import history, resubmit
+from harness.record import recorder as recorder_module
 from harness.scenario import schema
-from harness.trial import actions, history, resubmit, retention
+from harness.trial import actions, control, interrupt, retention
 from harness.trial import artifacts as store
-from harness.trial import recorder as recorder_module
 from harness.world import world as world_module
 
 log = logging.getLogger(__name__)
@@ -171,7 +178,7 @@ def _finish(
 ) -> TrialOutcome:
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
-    results, verdict = judge(trial)
+    results, verdict = judge_module.judge(trial)
     repro = repro_command(spec, trial=trial, black_box=black_box)
     store.write_trial(
         directory,
@@ -190,58 +197,6 @@ def _finish(
     )
 
 
-def judge(
-    trial: history.TrialHistory,
-) -> tuple[list[verdict_module.CheckResult], verdict_module.Verdict]:
-    """Every invariant (black-box aware) plus plan.applied, and the trial's verdict: the
-    same judgement live and when a stored trial is analysed again."""
-    results = blackbox_checks.judge(trial)  # check_all, with world hits read as boundaries
-    results.append(_plan_result(trial))
-    if trial.scenario.actions:
-        results.append(actions.result(trial))
-    return results, checkers.trial_verdict(trial, results)
-
-
-def _plan_result(trial: history.TrialHistory) -> verdict_module.CheckResult:
-    """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE.
-    A time kill that struck once the run was terminal tested nothing either."""
-    late = _after_terminal(trial)
-    applied = [fault.planned for fault in trial.faults() if fault.ok and fault not in late]
-    missing = [step.label() for step in trial.plan if step not in applied]
-    failed = [f"{fault.step}: {fault.note}" for fault in trial.faults() if not fault.ok]
-    failed += [
-        f"{fault.step}: struck {fault.t - (trial.finished_at or 0.0):.3f}s after the run was "
-        "seen terminal: not applied"
-        for fault in late
-    ]
-    if not missing:
-        return verdict_module.CheckResult(
-            invariant="plan.applied",
-            verdict=verdict_module.Verdict.PASS,
-            summary=f"{len(trial.plan)} planned fault(s) applied",
-        )
-    return verdict_module.CheckResult(
-        invariant="plan.applied",
-        verdict=verdict_module.Verdict.INCONCLUSIVE,
-        summary=f"planned fault(s) never applied: {', '.join(missing)}",
-        evidence=[*failed, "the boundary was never reached or the fault could not be applied"],
-    )
-
-
-def _after_terminal(trial: history.TrialHistory) -> list[history.FaultApplied]:
-    """Time kills that struck at or after the moment the run was first seen terminal."""
-    if trial.finished_at is None:
-        return []
-    return [
-        fault
-        for fault in trial.faults()
-        if fault.ok
-        and fault.planned is not None
-        and boundaries.time_point_seconds(fault.planned.point) is not None
-        and fault.t >= trial.finished_at
-    ]
-
-
 def _execute(
     lab: shared.Lab,
     spec: TrialSpec,
@@ -257,7 +212,7 @@ def _execute(
         world.start()
         stack.callback(world.stop)
         recorder = recorder_module.Recorder(world.counter)
-        proxies = _Proxies(lab, dsn, prefix=database)
+        proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
         stack.callback(proxies.close)
         # Only for a plan that cuts a world link or skews a clock: others keep it direct.
         links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
@@ -536,37 +491,6 @@ def log_tail(path: pathlib.Path) -> list[str]:
     lines = [line for line in lines if line.strip() and not line.startswith(processes.NOTE_PREFIX)]
     lines = lines[-LOG_TAIL_LINES:]
     return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
-
-
-class _Proxies:
-    """One Toxiproxy proxy per worker, so a database fault can hit one worker alone."""
-
-    def __init__(self, lab: shared.Lab, dsn: str, *, prefix: str) -> None:
-        self._lab = lab
-        self._dsn = dsn
-        self._prefix = prefix
-        self._since = time.monotonic()
-        self.by_worker: dict[str, Any] = {}
-
-    def dsn_for(self, worker_id: str) -> str:
-        if self._lab.toxiproxy is None:
-            return self._dsn
-        proxy = self._lab.toxiproxy.create(
-            f"{self._prefix}-{worker_id}", upstream=f"{self._lab.pg.host}:{self._lab.pg.port}"
-        )
-        self.by_worker[worker_id] = proxy
-        return str(proxy.dsn_through(self._dsn))
-
-    def close(self) -> None:
-        """Audit the server first (tampering raises: the trial's harness error), then delete."""
-        try:
-            if self._lab.toxiproxy is not None:
-                proxy_audit.check_trial(
-                    self._lab.toxiproxy, self.by_worker.values(), since=self._since
-                )
-        finally:
-            for proxy in self.by_worker.values():
-                _quietly(proxy.delete)
 
 
 def _quietly(function: Any, *args: Any) -> None:

@@ -9,7 +9,7 @@ wait for hung requests: their threads are daemons and their connections are shut
 A response may stream as server-sent events (`Response.events`), and a world hook may lose
 the response being served (`lose_response`): reset the connection, hold it until the client
 gives up, or cut its stream of events. The handler has done its work by then: the effect is
-real, only its answer is lost (harness/faults/world_trigger.py).
+real, only its answer is lost (harness/nemesis/world_trigger.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from harness import errors
-from harness.campaigns import autojobs, concurrency, interrupt
+from harness.pool import autojobs, concurrency
+from harness.trial import interrupt
 
 Sample = concurrency.Sample
 CALM = Sample(pressure=5.0, load=0.3, latency=0.08)

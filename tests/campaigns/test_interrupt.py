@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from harness import checkers
-from harness.campaigns import interrupt
 from harness.checkers import verdict
 from harness.scenario import schema
+from harness.trial import interrupt
 from tests.checkers import builders
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]

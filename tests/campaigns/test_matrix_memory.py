@@ -9,7 +9,7 @@ import pathlib
 import pickle
 
 from harness.campaigns import matrix
-from harness.checkers import verdict
+from harness.checkers import judge, verdict
 from harness.report import timeline
 from harness.trial import runner
 from tests.checkers import builders
@@ -20,7 +20,7 @@ def _outcome(directory: pathlib.Path, result: verdict.Verdict) -> runner.TrialOu
     history.trial_id = directory.name
     history.workers_started_at = history.started_at
     directory.mkdir(parents=True)
-    results, _ = runner.judge(history)
+    results, _ = judge.judge(history)
     return runner.TrialOutcome(
         spec=runner.TrialSpec(scenario=history.scenario, label="baseline"),
         history=history,

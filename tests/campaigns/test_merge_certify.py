@@ -9,8 +9,10 @@ import pathlib
 import pytest
 
 from harness import checkers, errors
-from harness.campaigns import certify, merge, merge_certify, shard
+from harness.campaigns import certify
 from harness.checkers import levels
+from harness.planning import shard
+from harness.shards import merge, merge_certify
 from tests.campaigns import recorded_checks
 
 REPLY = "reply.single_delivery"

@@ -8,7 +8,8 @@ import pathlib
 import pytest
 
 from harness import errors
-from harness.campaigns import merge, shard
+from harness.planning import shard
+from harness.shards import merge
 
 LABELS = [("refund", "baseline")] + [("refund", f"kill@tool.started#{n}") for n in range(1, 40)]
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness.campaigns import soak
 from harness.checkers import verdict
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
 

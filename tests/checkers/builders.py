@@ -17,8 +17,8 @@ from typing import Any
 
 from harness.contract import run_report
 from harness.faults import spec as fault_spec
+from harness.record import history as history_module
 from harness.scenario import schema
-from harness.trial import history as history_module
 from harness.world import ledger, model
 
 RUN_KEY = "rk-7"

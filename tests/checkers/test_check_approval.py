@@ -4,8 +4,8 @@ harness sent its approval, and never after a rejection."""
 from __future__ import annotations
 
 from harness.checkers import approval, verdict
+from harness.record import history as history_module
 from harness.scenario import schema
-from harness.trial import history as history_module
 from harness.world import ledger
 
 RUN_KEY = "rk-9"

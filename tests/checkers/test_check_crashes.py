@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness import checkers
 from harness.checkers import verdict
-from harness.trial import history
+from harness.record import history
 from tests.checkers import builders
 
 V = verdict.Verdict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.checkers import reply, verdict
-from harness.trial import history
+from harness.record import history
 from harness.world import ledger
 from tests.checkers import builders
 

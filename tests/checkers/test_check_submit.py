@@ -7,8 +7,8 @@ from typing import Any
 from harness import checkers
 from harness.checkers import levels, submit, verdict
 from harness.faults import spec
-from harness.trial import history
-from harness.trial import resubmit as resubmit_module
+from harness.record import history
+from harness.record import resubmit as resubmit_module
 from harness.world import ledger
 from tests.checkers import builders
 
@@ -16,7 +16,7 @@ V = verdict.Verdict
 
 
 def resubmit(trial: builders.Trial, when: str, *, answered: str, ok: bool = True) -> None:
-    """The harness's record of `submit_twice@run?when=...` (harness/trial/resubmit.py)."""
+    """The harness's record of `submit_twice@run?when=...` (harness/record/resubmit.py)."""
     seq, t = trial.tick()
     step = spec.parse(f"submit_twice@run?when={when}")
     observed: dict[str, Any] = {"run_id": answered, "first_run_id": builders.RUN_ID}

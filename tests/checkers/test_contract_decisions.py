@@ -4,8 +4,8 @@ pinned by a literal history so the checkers and the contract cannot drift apart.
 from __future__ import annotations
 
 from harness.checkers import frontier, unknown_outcome, verdict
-from harness.faults import plan
-from harness.trial import history
+from harness.planning import plan
+from harness.record import history
 from tests.checkers import builders
 
 V = verdict.Verdict

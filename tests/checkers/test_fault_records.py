@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers import blackbox, facts, verdict
+from harness.checkers import blackbox, facts, judge, verdict
 from harness.faults import spec
-from harness.trial import history, runner
+from harness.record import history
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -24,7 +24,7 @@ OLD_LINE = (
 
 def judged(trial: history.TrialHistory) -> list[dict[str, object]]:
     """Every invariant's result and the trial's verdict, as the runner and analyze judge."""
-    results, overall = runner.judge(trial)
+    results, overall = judge.judge(trial)
     return [*(result.model_dump() for result in results), {"trial": overall.value}]
 
 
@@ -112,7 +112,7 @@ def test_a_kill_is_found_where_its_record_says_it_struck() -> None:
     assert [i.fault.seq for i in facts.struck_in(trial, frozenset({"tool.returned"}))] == [
         item.fault.seq
     ]
-    results = {r.invariant: r for r in runner.judge(trial)[0]}
+    results = {r.invariant: r for r in judge.judge(trial)[0]}
     assert results["tool.at_most_once"].verdict is V.FAIL
     assert "interrupted by kill at tool.returned#2 worker w-1" in (
         results["tool.unknown_outcome"].summary

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.checkers import tools
 from harness.contract import run_report
-from harness.trial import history
+from harness.record import history
 from harness.world import ledger
 from tests.checkers import builders
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.checkers import verdict as verdict_module
 from harness.cli import main, options
-from harness.contract.engines import adapter, commands
+from harness.engines import adapter, commands
 from harness.lab import postgres
 from harness.lab.postgres import admin
 from harness.lab.postgres import dsn as pg_dsn

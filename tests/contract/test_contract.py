@@ -15,7 +15,7 @@ import pytest
 
 from harness.campaigns import certify
 from harness.checkers import levels
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
 

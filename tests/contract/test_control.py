@@ -9,8 +9,8 @@ import stat
 import tempfile
 import threading
 
-from harness.contract import control
-from harness.trial import history, recorder
+from harness.record import history, recorder
+from harness.trial import control
 
 
 def _report(path: str, message: dict[str, object]) -> bytes:

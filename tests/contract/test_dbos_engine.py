@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("dbos", reason="DBOS Transact not installed (pip install 'crashcert[dbos]')")
 
 from harness.campaigns import certify
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
 

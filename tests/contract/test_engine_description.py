@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import errors
-from harness.contract.engines import commands
+from harness.engines import commands
 
 VALID = """
 name: tiny

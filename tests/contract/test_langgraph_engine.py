@@ -3,8 +3,8 @@
 The naive agent, as LangGraph's tutorials write it, is caught as a black box: a kill after
 the refund's effect refunds twice, a kill after the sink took the reply delivers it twice.
 The hardened agent, whose checkpointer reports the boundaries its commits make durable, is
-judged in boundary mode. A few points only: `crashcert certify` runs the full matrix (README,
-"Certified frameworks"). Optional: `pip install 'crashcert[langgraph]'`.
+judged in boundary mode. A few points only: `crashcert certify` runs the full matrix
+(docs/frameworks.md). Optional: `pip install 'crashcert[langgraph]'`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ pytest.importorskip(
 pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres missing")
 pytest.importorskip("langchain_openai", reason="langchain-openai missing")
 
-from harness.campaigns import certify, certify_table
-from harness.contract.engines import commands
+from harness.campaigns import certify
+from harness.engines import commands
 from harness.lab import shared
+from harness.report import certify_table
 from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]

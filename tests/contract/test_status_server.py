@@ -14,7 +14,7 @@ import pytest
 
 from harness import errors
 from harness.campaigns import certify
-from harness.contract.engines import commands, status_server
+from harness.engines import commands, status_server
 from harness.lab import shared
 from harness.scenario import schema
 from tests.contract import test_contract

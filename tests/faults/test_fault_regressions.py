@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.checkers import verdict
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
 from harness.trial import runner

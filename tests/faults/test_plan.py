@@ -6,7 +6,8 @@ import pytest
 
 from harness import errors
 from harness.contract import boundaries
-from harness.faults import plan, spec
+from harness.faults import spec
+from harness.planning import plan
 
 
 def test_parse_fault():

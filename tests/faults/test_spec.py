@@ -11,7 +11,8 @@ from harness import errors
 from harness.checkers import facts
 from harness.cli import main
 from harness.contract import boundaries
-from harness.faults import plan, spec
+from harness.faults import spec
+from harness.planning import plan
 
 TRACE = [(point, 1) for point in boundaries.all_points()]
 
@@ -22,7 +23,7 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
         "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
-        "clock_skew",
+        "clock_skew", "term",
     )  # fmt: skip
 
 
@@ -31,7 +32,7 @@ def test_every_class_reads_known_params_and_heals_with_the_heal_params() -> None
         assert set(fault.params) <= set(spec.PARAMS), fault.name
         assert fault.healed == ("heal_at" in fault.params), fault.name
         assert not fault.healed or fault.ended_by in spec.ENDINGS, fault.name
-    assert spec.ENDINGS == {"heal", "resume", "pg_start"}
+    assert spec.ENDINGS == {"heal", "resume", "pg_start", "grace_over"}
 
 
 def test_where_each_class_applies() -> None:

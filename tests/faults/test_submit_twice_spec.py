@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness import errors
-from harness.faults import plan, spec
+from harness.faults import spec
+from harness.planning import plan
 
 TRACE = [("run.claimed", 1), ("model.pending", 1), ("run.finished", 1)]
 

@@ -3,7 +3,7 @@ world ledgers, also for an engine that reports boundaries (no world trigger ran)
 
 from __future__ import annotations
 
-from harness.faults import plan
+from harness.planning import plan
 from tests.checkers import builders
 
 ANSWERED, EFFECT, ACCEPTED = "world:model.answered", "world:tool.effect", "world:reply.accepted"

@@ -1,4 +1,4 @@
-"""harness/readers.py: every file crashcert reads is a small regular file, read without
+"""harness/inputs/readers.py: every file crashcert reads is a small regular file, read without
 waiting on a writer, and JSON is bounded in depth and holds numbers JSON has (issue 33)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pathlib
 
 import pytest
 
-from harness import errors, readers
+from harness import errors
+from harness.inputs import readers
 
 
 def test_a_fifo_is_refused_at_once_without_waiting_for_a_writer(tmp_path: pathlib.Path) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.campaigns import interrupt
 from harness.lab import reaper
+from harness.trial import interrupt
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import pathlib
 import pytest
 
 from harness import errors
-from harness.scenario import schema, validation
+from harness.inputs import validation
+from harness.scenario import schema
 from tests.hostile import inputs
 
 

@@ -63,7 +63,7 @@ def listen(isolate: bool) -> None:
 
 
 def lab() -> None:
-    from harness.contract.engines import commands
+    from harness.engines import commands
     from harness.lab import shared
 
     try:

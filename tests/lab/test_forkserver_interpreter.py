@@ -17,6 +17,8 @@ from harness import errors
 from harness.contract.engines import commands
 from harness.lab import processes, shared, spawner
 
+pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
+
 # What the engine imports slowly (a framework): preloaded, so imported once, in the server.
 DEPS = """
 import os, pathlib

@@ -20,13 +20,14 @@ import pytest
 from psycopg import conninfo
 
 from harness.checkers import verdict as verdict_module
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import postgres, shared
 from harness.lab.postgres import binaries, embedded
 from harness.lab.postgres import dsn as pg_dsn
+from harness.record import history
 from harness.scenario import schema
-from harness.trial import artifacts, history, runner
+from harness.trial import artifacts, runner
 
 OTHER_USER = "nobody"
 PSQL_TIMEOUT_S = 30

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from harness import errors
-from harness.faults import nemesis
 from harness.lab import proxy, proxy_audit, toxiproxy_server
+from harness.nemesis import nemesis
 from tests import fix_proxy
 
 UPSTREAM = "127.0.0.1:9"  # nothing needs to answer there: the audit reads the API only

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from harness.checkers import liveness, verdict
-from harness.contract.engines import commands
-from harness.lab import proxy, proxy_audit, shared
+from harness.engines import commands
+from harness.lab import database_links, proxy, proxy_audit, shared
 from harness.lab.postgres import dsn as pg_dsn
 from harness.scenario import schema
 from harness.trial import runner as trial
@@ -132,7 +132,7 @@ def test_concurrent_trials_with_healed_db_cuts_pass_the_audit(
         return findings
 
     monkeypatch.setattr(proxy_audit, "audit_trial", spy)
-    bystander = trial._Proxies(lab, lab.pg.dsn, prefix="cc_trial_bystander")
+    bystander = database_links.DatabaseLinks(lab, lab.pg.dsn, prefix="cc_trial_bystander")
     bystander.dsn_for("w1")
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         runs = [pool.submit(_run, lab, tmp_path, name, [CUT]) for name in ("refund", "email_send")]

@@ -9,9 +9,10 @@ import socket
 import types
 from typing import Any
 
-from harness.faults import spec, world_trigger
+from harness.faults import spec
 from harness.lab import launcher as launcher_module
 from harness.lab import world_links
+from harness.nemesis import world_trigger
 
 WORLD = {
     "OPENAI_BASE_URL": "http://127.0.0.1:4001/v1",

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 import pytest
 
 from harness.checkers import verdict
-from harness.contract.engines import commands
-from harness.faults import plan as plan_module
+from harness.engines import commands
 from harness.lab import shared
+from harness.planning import plan as plan_module
 from harness.scenario import schema
 from harness.trial import runner
 

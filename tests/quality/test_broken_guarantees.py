@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from harness.checkers import verdict
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.trial import runner
 from tests.quality import test_broken_engines as broken

@@ -9,11 +9,12 @@ import pathlib
 import rich.console
 
 from harness.checkers import verdict
-from harness.faults import plan
 from harness.faults import spec as fault_spec
+from harness.planning import plan
+from harness.record import history
 from harness.report import summary, timeline
 from harness.scenario import schema as scenario
-from harness.trial import history, runner
+from harness.trial import runner
 from tests.report.timeline import chromium
 
 REFUND = scenario.find("refund")

@@ -11,11 +11,12 @@ import re
 import rich.console
 
 from harness.checkers import verdict
-from harness.faults import plan
 from harness.faults import spec as fault_spec
+from harness.planning import plan
+from harness.record import history
 from harness.report import narrow, summary
 from harness.scenario import schema as scenario
-from harness.trial import history, runner
+from harness.trial import runner
 
 V = verdict.Verdict
 NAMES = sorted(path.stem for path in pathlib.Path("scenarios").glob("*.yaml"))

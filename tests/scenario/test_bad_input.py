@@ -16,9 +16,10 @@ import pytest
 from harness import errors
 from harness.campaigns import soak
 from harness.cli import main
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.faults import spec
-from harness.scenario import schema, validation
+from harness.inputs import validation
+from harness.scenario import schema
 
 # A valid scenario with every number on its own line, so one replace makes it bad.
 SCENARIO = """\
@@ -357,7 +358,8 @@ def test_a_nul_in_scripted_text_is_refused(tmp_path, change, field):
         ("kill@tools.pending#1?same_worker_id=yes", "same_worker_id=yes: expected true or false"),
         (
             "kill@tools.pending#1?bogus=1",
-            "unknown param 'bogus'; known: after_chunks, heal_after_s, heal_at, latency_ms",
+            "unknown param 'bogus'; known: after_chunks, grace_ms, heal_after_s, heal_at, "
+            "latency_ms",
         ),
         (
             "db_cut@tools.pending#1?heal_after_s=1&heal_after_s=2",

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from harness import errors
-from harness.checkers import verdict
+from harness.checkers import applied, verdict
 from harness.contract import run_report
+from harness.record import history, recorder
 from harness.scenario import schema
-from harness.trial import actions, history, recorder
+from harness.trial import actions
 
 RUN_ID = "run-1"
 
@@ -92,7 +93,7 @@ def test_approve_waits_for_the_call_to_await_approval() -> None:
     [taken] = rec.events()
     assert isinstance(taken, history.ActionTaken) and taken.ok
     assert 0 < taken.requested_seq < taken.seq
-    assert actions.result(trial_of(item, rec)).verdict is verdict.Verdict.PASS
+    assert applied.actions_result(trial_of(item, rec)).verdict is verdict.Verdict.PASS
 
 
 def test_cancel_fires_once_its_boundary_was_reported() -> None:
@@ -124,7 +125,7 @@ def test_an_engine_without_the_command_makes_the_trial_inconclusive() -> None:
     act, rec = actor(FakeEngine(commands=("cancel",)), item)
     act.step()
     act.close()
-    result = actions.result(trial_of(item, rec))
+    result = applied.actions_result(trial_of(item, rec))
     assert result.verdict is verdict.Verdict.INCONCLUSIVE
     assert "no approve command" in " ".join(result.evidence)
 
@@ -134,7 +135,7 @@ def test_an_action_whose_point_never_came_is_not_applied() -> None:
     act, rec = actor(FakeEngine(), item)
     act.step()
     act.close()
-    result = actions.result(trial_of(item, rec))
+    result = applied.actions_result(trial_of(item, rec))
     assert result.verdict is verdict.Verdict.INCONCLUSIVE
     assert "never came" in " ".join(result.evidence)
 

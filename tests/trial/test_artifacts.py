@@ -7,9 +7,11 @@ import json
 import pytest
 
 from harness import errors
+from harness.checkers import judge
 from harness.faults import spec
+from harness.record import history
 from harness.scenario import schema as scenario
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 from harness.world import ledger
 
 SCENARIO = scenario.parse(
@@ -76,7 +78,6 @@ def test_find_trials_without_any_is_an_error(tmp_path):
 def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
     """analyze re-judges with the live trial's rules: black-box reading and plan.applied."""
     from harness.checkers import verdict
-    from harness.trial import runner as trial_module
 
     stored = _history().model_copy(
         update={
@@ -99,7 +100,7 @@ def test_a_stored_black_box_trial_is_judged_again_as_it_was_live(tmp_path):
         }
     )
     artifacts.write_trial(tmp_path, stored, verdicts=[], verdict="PASS", repro="crashcert run x")
-    results, _ = trial_module.judge(artifacts.read_history(tmp_path / "history.jsonl"))
+    results, _ = judge.judge(artifacts.read_history(tmp_path / "history.jsonl"))
     by_id = {result.invariant: result for result in results}
     assert by_id["plan.applied"].verdict is verdict.Verdict.PASS
     # no engine hit: handovers are invisible, so fencing cannot PASS on a black box

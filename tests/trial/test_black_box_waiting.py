@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from harness.contract import run_report
-from harness.faults import world_trigger
-from harness.trial import history, runner
+from harness.nemesis import world_trigger
+from harness.record import history
+from harness.trial import runner
 
 
 class _Server:

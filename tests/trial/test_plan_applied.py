@@ -6,9 +6,9 @@ the same.
 
 from __future__ import annotations
 
-from harness.checkers import verdict
+from harness.checkers import judge, verdict
 from harness.faults import spec
-from harness.trial import history, runner
+from harness.record import history
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -29,7 +29,7 @@ def record(step: spec.FaultStep, *, ok: bool = True, note: str = "") -> history.
 
 
 def applied(trial: history.TrialHistory) -> verdict.CheckResult:
-    (result,) = [r for r in runner.judge(trial)[0] if r.invariant == "plan.applied"]
+    (result,) = [r for r in judge.judge(trial)[0] if r.invariant == "plan.applied"]
     return result
 
 

@@ -1,4 +1,4 @@
-"""Capabilities (harness/contract/capabilities.py): a scenario that needs what an engine does
+"""Capabilities (harness/engines/capabilities.py): a scenario that needs what an engine does
 not offer is not run by certify and is named with what it leaves unproven; a scenario action
 that never applied proves nothing, so it counts against the level."""
 
@@ -10,11 +10,11 @@ import pydantic
 import pytest
 
 from harness import checkers
-from harness.campaigns import certify, merge_certify
+from harness.campaigns import certify
 from harness.checkers import levels
-from harness.contract import capabilities
-from harness.contract.engines import commands
+from harness.engines import capabilities, commands
 from harness.scenario import schema
+from harness.shards import merge_certify
 
 FRONTIER = "frontier.monotonic"
 BASE = "name: e\nmigrate: [x]\nworker: [x]\nsubmit: [x]\nstatus: [x]\n"

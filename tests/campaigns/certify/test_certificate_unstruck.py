@@ -8,10 +8,11 @@ import pathlib
 import rich.console
 
 from harness.campaigns import certify
-from harness.checkers import levels
+from harness.checkers import judge, levels
 from harness.checkers import verdict as verdict_module
 from harness.faults import spec as fault_spec
-from harness.trial import history, runner
+from harness.record import history
+from harness.trial import runner
 from tests.checkers import builders
 
 Verdict = verdict_module.Verdict
@@ -19,7 +20,7 @@ KILL = fault_spec.FaultStep(action="kill", point="tool.returned", occurrence=1)
 
 
 def _outcome(trial: history.TrialHistory) -> runner.TrialOutcome:
-    results, verdict = runner.judge(trial)
+    results, verdict = judge.judge(trial)
     spec = runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
     return runner.TrialOutcome(
         spec=spec,

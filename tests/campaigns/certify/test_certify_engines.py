@@ -19,7 +19,7 @@ from harness.campaigns import certify
 from harness.checkers import levels
 from harness.cli import main
 from harness.contract import boundaries
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 from harness.scenario import schema
 from harness.trial import artifacts

@@ -12,10 +12,11 @@ import rich.console
 from harness import checkers
 from harness.campaigns import certify
 from harness.checkers import verdict as verdict_module
-from harness.faults import plan
 from harness.faults import spec as fault_spec
+from harness.planning import plan
+from harness.record import history
 from harness.scenario import schema as scenario
-from harness.trial import history, runner
+from harness.trial import runner
 
 V = verdict_module.Verdict
 NAMES = ["refund", "approval_rejected_with_a_long_scenario_name"]

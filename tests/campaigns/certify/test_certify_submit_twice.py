@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from harness.campaigns import certify
+from harness.checkers import judge
 from harness.faults import spec as fault_spec
 from harness.trial import runner
 from tests.checkers import builders
@@ -13,7 +14,7 @@ from tests.checkers import builders
 def test_a_resubmit_is_its_own_class_at_run() -> None:
     step = fault_spec.parse("submit_twice@run?when=after_finish")
     trial = builders.clean().model_copy(update={"plan": [step]})
-    results, verdict = runner.judge(trial)
+    results, verdict = judge.judge(trial)
     outcome = runner.TrialOutcome(
         spec=runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x"),
         history=trial,

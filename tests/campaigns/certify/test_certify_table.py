@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import pathlib
 
-from harness.campaigns import certify, certify_table
-from harness.contract.engines import commands
+from harness.campaigns import certify
+from harness.checkers import judge
+from harness.engines import commands
 from harness.faults import spec as fault_spec
-from harness.trial import history, runner
+from harness.record import history
+from harness.report import certify_table
+from harness.trial import runner
 from tests.checkers import builders
 
 KILL = fault_spec.FaultStep(action="kill", point="world:tool.effect", occurrence=1)
 
 
 def _outcome(trial: history.TrialHistory) -> runner.TrialOutcome:
-    results, verdict = runner.judge(trial)
+    results, verdict = judge.judge(trial)
     spec = runner.TrialSpec(scenario=trial.scenario, plan=trial.plan, label="x")
     return runner.TrialOutcome(
         spec=spec, history=trial, results=results, verdict=verdict,

@@ -11,9 +11,11 @@ import pytest
 from harness import errors
 from harness.checkers import blackbox, levels, verdict
 from harness.contract import boundaries
-from harness.contract.engines import blackbox as blackbox_engine
-from harness.faults import plan, spec
-from harness.trial import artifacts, history
+from harness.engines import blackbox as blackbox_engine
+from harness.faults import spec
+from harness.planning import plan
+from harness.record import history
+from harness.trial import artifacts
 from tests.checkers import builders
 
 PASS, FAIL, INCONCLUSIVE = verdict.Verdict.PASS, verdict.Verdict.FAIL, verdict.Verdict.INCONCLUSIVE

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from harness import checkers
-from harness.campaigns import cert_trial, certify, coverage, merge_certify
+from harness.campaigns import cert_trial, certify, coverage
 from harness.checkers import frontier, levels
 from harness.faults import spec as fault_spec
+from harness.shards import merge_certify
 from tests.campaigns import recorded_checks
 from tests.checkers import builders, test_check_frontier
 

@@ -7,9 +7,11 @@ import threading
 import types
 from typing import Any, cast
 
+from harness.checkers import judge
 from harness.faults import spec as fault_spec
-from harness.faults import world_trigger
-from harness.trial import history, recorder, runner
+from harness.nemesis import world_trigger
+from harness.record import history, recorder
+from harness.trial import runner
 from harness.world import hooks, ledger
 from tests.checkers import builders
 
@@ -98,7 +100,7 @@ def _time_killed(*, after_terminal_s: float) -> history.TrialHistory:
 
 
 def test_a_time_kill_after_the_run_was_terminal_is_not_applied() -> None:
-    results, verdict = runner.judge(_time_killed(after_terminal_s=0.165))
+    results, verdict = judge.judge(_time_killed(after_terminal_s=0.165))
     applied = next(r for r in results if r.invariant == "plan.applied")
     assert applied.verdict.value == "INCONCLUSIVE", applied
     assert "after the run was seen terminal" in " ".join(applied.evidence)
@@ -106,7 +108,7 @@ def test_a_time_kill_after_the_run_was_terminal_is_not_applied() -> None:
 
 
 def test_a_time_kill_before_the_end_is_applied() -> None:
-    results, _ = runner.judge(_time_killed(after_terminal_s=-0.2))
+    results, _ = judge.judge(_time_killed(after_terminal_s=-0.2))
     assert next(r for r in results if r.invariant == "plan.applied").verdict.value == "PASS"
 
 

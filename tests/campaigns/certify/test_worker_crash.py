@@ -10,7 +10,9 @@ from typing import Any, cast
 import rich.console
 
 from harness.campaigns import certify
-from harness.trial import history, recorder, runner
+from harness.checkers import judge
+from harness.record import history, recorder
+from harness.trial import runner
 from tests.checkers import builders
 
 
@@ -101,7 +103,7 @@ def test_the_certificate_shows_why_a_trial_failed_and_where_its_logs_are() -> No
     )  # fmt: skip
     trial.report("running")
     built = trial.build()
-    results, verdict = runner.judge(built)
+    results, verdict = judge.judge(built)
     directory = pathlib.Path("/trials/refund/baseline")
     outcome = runner.TrialOutcome(
         spec=runner.TrialSpec(scenario=built.scenario), history=built, results=results,

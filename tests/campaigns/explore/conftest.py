@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import shared
 
 

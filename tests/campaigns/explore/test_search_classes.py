@@ -8,7 +8,8 @@ import pytest
 from harness import errors
 from harness.campaigns import explore
 from harness.checkers import verdict as verdict_module
-from harness.faults import plan, spec
+from harness.faults import spec
+from harness.planning import plan
 from tests.campaigns.explore import test_search
 
 TRACE = test_search.TRACE

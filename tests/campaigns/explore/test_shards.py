@@ -3,8 +3,8 @@ by schedule name; together (until a failure) they run what one unsharded search 
 
 from __future__ import annotations
 
-from harness.campaigns import explore, shard
-from harness.faults import plan
+from harness.campaigns import explore
+from harness.planning import plan, shard
 from tests.campaigns.explore import test_search
 
 SEED, EXAMPLES = 7, 30

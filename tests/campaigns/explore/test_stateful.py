@@ -24,8 +24,8 @@ from hypothesis import stateful
 from hypothesis import strategies as st
 
 from harness.lab import launcher, processes, shared
+from harness.record import recorder
 from harness.scenario import schema
-from harness.trial import recorder
 from harness.trial import runner as trial
 from harness.world import world as world_module
 from tests import fix_proxy

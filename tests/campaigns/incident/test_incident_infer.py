@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.campaigns import incident, redaction
+from harness.incident import incident, redaction
 
 
 def trail(*items: tuple[str, str | None] | tuple[str, str | None, dict[str, Any]]) -> list[dict]:

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from harness import errors
-from harness.campaigns import otlp, trace_incident
 from harness.cli import main
+from harness.incident import otlp, trace_incident
 from harness.scenario import schema
 
 telemetry = pytest.importorskip("reference_engine.telemetry_sdk").telemetry

@@ -15,10 +15,11 @@ from typing import Any
 import click.testing
 import yaml
 
-from harness.campaigns import incident, redaction
 from harness.cli import main
+from harness.incident import incident, redaction
+from harness.record import history
 from harness.scenario import schema
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 
 EMAIL = "ops-lead@example.com"
 OTHER_EMAIL = "jane.doe@example.org"

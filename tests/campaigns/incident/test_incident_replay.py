@@ -14,11 +14,11 @@ import click.testing
 import pytest
 import yaml
 
-from harness.campaigns import incident
 from harness.checkers import verdict
 from harness.cli import main
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.faults import spec as fault_spec
+from harness.incident import incident
 from harness.lab import postgres, shared
 from harness.scenario import schema
 from harness.trial import runner as trial_module

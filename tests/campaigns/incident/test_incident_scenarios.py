@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.faults import spec
+from harness.record import history
 from harness.scenario import schema
-from harness.trial import history
 
 INCIDENTS = sorted(schema.bundled_dir().glob("incident_*.yaml"))
 

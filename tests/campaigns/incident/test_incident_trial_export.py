@@ -16,12 +16,13 @@ import pytest
 import yaml
 
 from harness import errors
-from harness.campaigns import applied, incident
 from harness.cli import main
-from harness.faults import plan as plan_module
 from harness.faults import spec
+from harness.incident import applied, incident
+from harness.planning import plan as plan_module
+from harness.record import history
 from harness.scenario import schema
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 
 RUN_ID = "5e0c6f0e-0000-4000-8000-00000000000a"
 RUN_KEY = "refund-abc"

@@ -6,8 +6,8 @@ Literal labels and verdicts: the alternatives of each inferred fault, their comb
 
 from __future__ import annotations
 
-from harness.campaigns import incident, variants
 from harness.checkers import verdict as verdict_module
+from harness.incident import incident, variants
 
 PASS, FAIL = verdict_module.Verdict.PASS, verdict_module.Verdict.FAIL
 INCONCLUSIVE, ERROR = verdict_module.Verdict.INCONCLUSIVE, verdict_module.Verdict.ERROR

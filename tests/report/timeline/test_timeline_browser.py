@@ -10,8 +10,9 @@ from harness import checkers
 from harness.checkers import verdict as verdict_module
 from harness.cli import main
 from harness.faults import spec
+from harness.record import history
 from harness.report import timeline
-from harness.trial import artifacts, history
+from harness.trial import artifacts
 from tests.checkers import builders
 from tests.report.timeline import chromium
 

@@ -10,8 +10,8 @@ import json
 import pathlib
 
 from harness.checkers import verdict
+from harness.record import history
 from harness.report import timeline
-from harness.trial import history
 from harness.world import ledger
 from tests.checkers import builders
 from tests.report.timeline import chromium

@@ -1,1 +1,0 @@
-"""Engine adapters: how the harness migrates, starts, submits to and reads an engine."""

@@ -1,0 +1,1 @@
+"""Engine descriptions, their commands and capabilities, and black-box adapters."""

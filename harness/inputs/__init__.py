@@ -1,0 +1,1 @@
+"""Bounded readers and validation of everything a user gives crashcert."""

@@ -1,0 +1,88 @@
+"""One fault carried out: what every fault kind is given, and the interface they share.
+
+Like Chaos Mesh's Apply/Recover and etcd's Failpoint.Inject, each kind of fault
+(harness/nemesis/kinds.py) is one object with one method, `apply`: it breaks something
+for the worker held at the boundary, records what it did, and hands back how to heal it.
+When to heal (a delay, a later point, the trial's end) is the nemesis's business.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from harness.faults import spec
+from harness.lab import launcher as launcher_module
+from harness.lab import postgres
+from harness.record import history
+from harness.record import recorder as recorder_module
+
+Heal = Callable[[], None]
+
+
+class NotApplied(Exception):
+    """The fault could not strike here (no proxy, no skewable clock): recorded, not raised."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """The live trial a fault acts on; the same for every strike of one trial."""
+
+    launcher: launcher_module.Launcher
+    recorder: recorder_module.Recorder
+    proxies: Any  # proxy per worker (by_worker), or None without Toxiproxy
+    pg: postgres.Server
+    lease_s: float
+    dsn: str | None = None  # the trial's database, read past every proxy
+    world_links: Any | None = None  # harness.lab.world_links.WorldLinks
+    clocks: Any | None = None  # harness.lab.faketime.Clocks
+
+
+@dataclasses.dataclass(frozen=True)
+class Strike:
+    """One planned step meeting the hit it was planned for."""
+
+    step: spec.FaultStep
+    hit: history.BoundaryHit
+    worker: Any  # the reporting worker; None only for kinds that need none (needs_worker)
+    parts: Parts
+
+    def record(
+        self, action: str, *, ok: bool, note: str, observed: dict[str, Any] | None = None
+    ) -> None:
+        self.parts.recorder.append(
+            history.FaultApplied(
+                action=action,
+                planned=self.step,
+                struck_at=spec.PointRef(point=self.hit.point, occurrence=self.hit.occurrence),
+                worker_id=self.hit.worker_id,
+                pid=self.hit.pid,
+                ok=ok,
+                note=note,
+                observed=observed or {},
+            )
+        )
+
+
+class FaultKind(Protocol):
+    # False: the fault strikes the shared world (Postgres), whoever reported the point.
+    needs_worker: bool
+
+    def apply(self, strike: Strike) -> Heal | None:
+        """Break, record, and return the heal (None: nothing heals it, or it healed itself).
+        Raise NotApplied when it cannot strike."""
+        ...
+
+    def heal_delay(self, strike: Strike) -> float | None:
+        """Seconds until the heal, when the kind decides it (None: the nemesis's default)."""
+        ...
+
+
+class Kind:
+    """Defaults most kinds share: one worker struck, healed when the nemesis says."""
+
+    needs_worker = True
+
+    def heal_delay(self, strike: Strike) -> float | None:
+        return None

@@ -1,0 +1,1 @@
+"""How many trials run at once: the job pool's measured concurrency."""

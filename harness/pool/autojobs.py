@@ -1,0 +1,125 @@
+"""`--jobs auto`: the glue between the trial pool and the pure controller (concurrency.py).
+
+After each trial it reads the machine (CPU pressure, load average) and the trial's worker
+start to first boundary, and keeps as many trials in flight as the controller says.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+from harness import errors
+from harness.pool import concurrency
+from harness.trial import runner
+
+AUTO = "auto"
+PRESSURE = pathlib.Path("/proc/pressure/cpu")
+
+
+def cores() -> int:
+    """The CPUs this process may run on (a container's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def pressure(path: pathlib.Path = PRESSURE) -> float | None:
+    """`some avg10` of the CPU pressure file; None where the kernel has no PSI."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "some":
+            for field in fields[1:]:
+                name, _, value = field.partition("=")
+                if name == "avg10":
+                    try:
+                        return float(value)
+                    except ValueError:
+                        return None
+    return None
+
+
+def load_per_core(count: int) -> float | None:
+    try:
+        return os.getloadavg()[0] / max(1, count)
+    except OSError:
+        return None
+
+
+def latency(outcome: runner.TrialOutcome) -> float | None:
+    """Worker start to first boundary: None for a trial without boundaries (a black box)."""
+    trial = outcome.history
+    hits = trial.boundary_hits()
+    if not hits or trial.workers_started_at is None:
+        return None
+    return max(0.0, hits[0].t - trial.workers_started_at)
+
+
+class Auto:
+    """A Sizer for interrupt.run_pool; one per command, so certify's passes learn as one."""
+
+    def __init__(
+        self,
+        controller: concurrency.Controller | None = None,
+        *,
+        machine: Callable[[], tuple[float | None, float | None]] | None = None,
+    ) -> None:
+        count = cores()
+        self.controller = controller or concurrency.Controller(count)
+        self._machine = machine or (lambda: (pressure(), load_per_core(count)))
+
+    @property
+    def cap(self) -> int:
+        return self.controller.cap
+
+    def finished(self, result: object) -> concurrency.Decision:
+        measured = latency(result) if isinstance(result, runner.TrialOutcome) else None
+        cpu, load = self._machine()
+        sample = concurrency.Sample(pressure=cpu, load=load, latency=measured)
+        return self.controller.observe(sample)
+
+    def run(
+        self, pool: concurrent.futures.Executor, function: Callable[[Any], Any], items: list[Any]
+    ) -> list[Any]:
+        """`function` over `items` with at most the controller's limit in flight, in order."""
+        results: list[Any] = [None] * len(items)
+        running: dict[concurrent.futures.Future[Any], int] = {}
+        following = 0
+        while following < len(items) or running:
+            while following < len(items) and len(running) < self.controller.limit:
+                running[pool.submit(function, items[following])] = following
+                following += 1
+            done, _ = concurrent.futures.wait(
+                running, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in done:
+                index = running.pop(future)
+                results[index] = future.result()  # a trial that raised stops the campaign
+                self.finished(results[index])
+        return results
+
+    def describe(self) -> str:
+        return self.controller.describe()
+
+
+def parse(text: str | int) -> int | Auto:
+    """`--jobs`: a number of trials at once, or `auto`."""
+    if isinstance(text, int):
+        return max(1, text)
+    if text.strip().lower() == AUTO:
+        return Auto()
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise errors.CrashcertError(f"--jobs {text!r}: a number of at least 1, or auto")
+    return number

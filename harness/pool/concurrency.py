@@ -1,0 +1,121 @@
+"""`--jobs auto`: how many trials run at once, decided by measured load rather than cores.
+
+Pure: it is fed one sample per finished trial and answers with the number of trials to
+keep in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait
+(on leases, on the world), so cores say little; what says the machine is full is CPU
+pressure (/proc/pressure/cpu, `some avg10`), the load average per core, and the trials
+themselves getting slower: a worker's start to its first boundary is CPU work (fork,
+imports, a connection), so it grows when the machine is busy. It starts at START, grows by
+one while every signal says there is room and shrinks by one when one says busy, never
+above `cap` nor below 1. After each change it waits for `limit` trials to finish, so that
+it judges trials that ran at the new level (and one busy spell is not counted twice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+START = 2
+CAP_PER_CORE = 4
+# Percent of the last 10 s in which some runnable task waited for a CPU.
+PRESSURE_BUSY = 60.0
+PRESSURE_ROOM = 30.0
+# One-minute load average per core.
+LOAD_BUSY = 2.0
+LOAD_ROOM = 1.25
+# Worker start to first boundary, as a multiple of the first trials' median.
+SLOWER_BUSY = 2.0
+SLOWER_ROOM = 1.4
+# The first trials' latencies make the reference; the trials after a change are judged.
+REFERENCE_TRIALS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """The machine as seen when a trial finished; None where a signal is not available."""
+
+    pressure: float | None = None  # CPU `some avg10`, percent
+    load: float | None = None  # one-minute load average divided by cores
+    latency: float | None = None  # the trial's worker start to first boundary, seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    limit: int
+    reason: str  # "start", "room", "busy: ...", "hold", "wait"
+
+
+class Controller:
+    def __init__(self, cores: int, *, start: int = START, cap: int | None = None) -> None:
+        self.cap = max(1, cap if cap is not None else CAP_PER_CORE * max(1, cores))
+        self.limit = min(max(1, start), self.cap)
+        self.history: list[int] = [self.limit]  # every limit chosen, in order
+        self._first: list[float] = []
+        self._samples = 0
+        self._window: list[float] = []  # latencies since the last change
+        self._since_change = 0
+
+    @property
+    def reference(self) -> float | None:
+        """The median latency of the first trials (None until REFERENCE_TRIALS reported one)."""
+        if len(self._first) < REFERENCE_TRIALS:
+            return None
+        return statistics.median(self._first)
+
+    def observe(self, sample: Sample) -> Decision:
+        self._samples += 1
+        self._since_change += 1
+        if sample.latency is not None:
+            if len(self._first) < REFERENCE_TRIALS:
+                self._first.append(sample.latency)
+            self._window.append(sample.latency)
+        if self._samples < REFERENCE_TRIALS or self._since_change < self.limit:
+            return Decision(self.limit, "wait")  # judge trials that ran at this level
+        busy = self._busy(sample)
+        if busy is not None:
+            return self._change(self.limit - 1, f"busy: {busy}")
+        if self._room(sample):
+            return self._change(self.limit + 1, "room")
+        return Decision(self.limit, "hold")
+
+    def _slowdown(self) -> float | None:
+        reference = self.reference
+        if reference is None or not self._window or reference <= 0:
+            return None
+        return statistics.median(self._window) / reference
+
+    def _busy(self, sample: Sample) -> str | None:
+        if sample.pressure is not None and sample.pressure >= PRESSURE_BUSY:
+            return f"CPU pressure {sample.pressure:.0f}%"
+        if sample.load is not None and sample.load >= LOAD_BUSY:
+            return f"load {sample.load:.1f} per core"
+        slowdown = self._slowdown()
+        if slowdown is not None and slowdown >= SLOWER_BUSY:
+            return f"trials start {slowdown:.1f}x slower"
+        return None
+
+    def _room(self, sample: Sample) -> bool:
+        if sample.pressure is not None and sample.pressure >= PRESSURE_ROOM:
+            return False
+        if sample.load is not None and sample.load >= LOAD_ROOM:
+            return False
+        slowdown = self._slowdown()
+        if slowdown is not None and slowdown >= SLOWER_ROOM:
+            return False
+        # without latencies (a black box reports no boundaries) the machine's signals decide
+        return self.reference is not None or not self._first
+
+    def _change(self, wanted: int, reason: str) -> Decision:
+        limit = min(max(1, wanted), self.cap)
+        if limit == self.limit:
+            return Decision(limit, "hold")
+        self.limit = limit
+        self.history.append(limit)
+        self._window = []
+        self._since_change = 0
+        return Decision(limit, reason)
+
+    def describe(self) -> str:
+        """For the summary: where it started, the most it ran, where it ended."""
+        return f"auto ({self.history[0]} to {max(self.history)}, ended at {self.limit})"

@@ -1,0 +1,1 @@
+"""Shards' results combined: merge of matrix, certify and explore runs."""

@@ -1,0 +1,85 @@
+"""Every fault class of the catalog is carried out in exactly one place, and a fault that
+cannot strike is recorded as not applied (so plan.applied makes the trial INCONCLUSIVE)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.faults import spec
+from harness.nemesis import kinds, nemesis
+from harness.record import history, recorder
+
+
+def test_every_catalog_class_is_carried_out_in_exactly_one_place() -> None:
+    places = {
+        name: [
+            where
+            for where, names in (
+                ("nemesis", set(kinds.KINDS)),
+                ("world", kinds.IN_WORLD),
+                ("run", kinds.PER_RUN),
+            )
+            if name in names
+        ]
+        for name in spec.CATALOG
+    }
+    assert {name: where for name, where in places.items() if len(where) != 1} == {}
+    assert set(kinds.KINDS) <= set(spec.CATALOG)
+
+
+def test_the_world_link_kinds_follow_the_catalog() -> None:
+    for name, service in spec.LINKS.items():
+        kind = kinds.KINDS[name]
+        assert getattr(kind, "service", None) == service
+
+
+class _Workers:
+    def __init__(self, worker: Any) -> None:
+        self._worker = worker
+
+    def by_pid(self, pid: int | None) -> Any:
+        return self._worker if pid == 7 else None
+
+    def by_id(self, worker_id: str | None) -> Any:
+        return None
+
+
+class _Launcher:
+    def __init__(self, worker: Any) -> None:
+        self.workers = _Workers(worker)
+
+
+def _nemesis(plan: list[spec.FaultStep], rec: recorder.Recorder, worker: Any) -> nemesis.Nemesis:
+    return nemesis.Nemesis(
+        plan,
+        launcher=_Launcher(worker),  # type: ignore[arg-type]
+        recorder=rec,
+        proxies=None,  # no Toxiproxy: a link fault cannot strike
+        pg=None,  # type: ignore[arg-type]
+        lease_s=0.3,
+        world_links=None,
+    )
+
+
+def _hit(point: str, pid: int) -> history.BoundaryHit:
+    return history.BoundaryHit(point=point, occurrence=1, run_id="r", worker_id="w1", pid=pid)
+
+
+def test_a_link_fault_without_a_proxy_is_recorded_as_not_applied() -> None:
+    rec = recorder.Recorder()
+    plan = [spec.parse("db_cut@tool.started#1"), spec.parse("tool_cut@tool.started#1")]
+    _nemesis(plan, rec, worker=object()).on_hit(_hit("tool.started", pid=7))
+    faults = [e for e in rec.events() if isinstance(e, history.FaultApplied)]
+    assert [(f.action, f.ok, f.note) for f in faults] == [
+        ("db_cut", False, "no Toxiproxy proxy"),
+        ("tool_cut", False, "no Toxiproxy proxy"),
+    ]
+
+
+def test_a_fault_reported_by_a_stranger_is_not_applied() -> None:
+    rec = recorder.Recorder()
+    _nemesis([spec.parse("kill@tool.started#1")], rec, worker=object()).on_hit(
+        _hit("tool.started", pid=99)
+    )
+    (fault,) = [e for e in rec.events() if isinstance(e, history.FaultApplied)]
+    assert (fault.action, fault.ok, fault.note) == ("kill", False, "no worker of ours reported it")
