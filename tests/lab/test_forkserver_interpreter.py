@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from harness import errors
-from harness.contract.engines import commands
+from harness.engines import commands
 from harness.lab import processes, shared, spawner
 
 pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
