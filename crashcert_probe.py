@@ -13,8 +13,16 @@ report is a no-op, so the calls can stay in production code.
     with probe.committing("tools.pending", run_id, turn=2):
         connection.commit()          # reported before (…:before_commit) and after
 
-A framework that commits inside its own loop (a checkpointer's `put`) wraps that call:
-the boundary is what the commit makes durable (see the contract's boundary table).
+Code already inside a framework's own transaction (a checkpointer method that commits when
+it returns) cannot wrap the COMMIT; it reports the twin from inside, after its statements
+ran, and the boundary once the framework's call returned:
+
+    probe.before_commit("tools.pending", run_id)   # inside the transaction, COMMIT next
+    ...                                            # the framework commits
+    probe.report("tools.pending", run_id)          # after the commit returned
+
+The boundary is what the commit makes durable (harness/CONTRACT.md, "Certifying a
+framework").
 """
 
 from __future__ import annotations
@@ -77,12 +85,20 @@ class Reporter:
                 # anything but continue is a harness we do not understand: stop, unobserved
                 os._exit(EXIT_HARNESS_GONE)
 
+    def before_commit(self, boundary: str, run_id: str, **detail: Any) -> None:
+        """`boundary:before_commit`, from inside a transaction whose COMMIT someone else
+        sends next (a framework's own): nothing but that COMMIT may follow it on the
+        connection, so a lost-commit fault strikes the right message."""
+        if boundary.endswith(BEFORE_COMMIT):
+            raise ValueError(f"{boundary!r}: name the boundary, not its {BEFORE_COMMIT} twin")
+        self.report(boundary + BEFORE_COMMIT, run_id, **detail)
+
     @contextlib.contextmanager
     def committing(self, boundary: str, run_id: str, **detail: Any) -> Iterator[None]:
         """Around the COMMIT that makes `boundary` durable: `boundary:before_commit` first
         (nothing but the COMMIT may follow it), `boundary` once the body returned. A body
         that raises reports nothing more: the transition is not known to be durable."""
-        self.report(boundary + BEFORE_COMMIT, run_id, **detail)
+        self.before_commit(boundary, run_id, **detail)
         yield
         self.report(boundary, run_id, **detail)
 
@@ -112,6 +128,10 @@ def default() -> Reporter:
 
 def report(boundary: str, run_id: str, **detail: Any) -> None:
     default().report(boundary, run_id, **detail)
+
+
+def before_commit(boundary: str, run_id: str, **detail: Any) -> None:
+    default().before_commit(boundary, run_id, **detail)
 
 
 def committing(

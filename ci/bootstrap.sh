@@ -65,6 +65,20 @@ if [[ ${CI:-} == "true" ]]; then
     export CRASHCERT_REQUIRE_LIBFAKETIME=1
 fi
 
+# langchain-ai/langgraph#8039: LangGraph 1.2.4 and 1.2.4 with PR #8055's loop, each in a
+# cached virtualenv of its own (one venv cannot hold two LangGraphs); built once, rebuilt
+# when their pins change. tests/contract/test_langgraph_8039.py skips them when missing.
+if [[ $command == test ]]; then
+    if pinned=$("$venv/bin/python" ci/langgraph_8039/envs.py 2>&1); then
+        echo "bootstrap: pinned LangGraph environments: ${pinned##*$'\n'}" >&2
+    elif [[ ${CI:-} == "true" ]]; then
+        echo "bootstrap: the pinned LangGraph environments are required (CI): ${pinned: -400}" >&2
+        exit 1
+    else
+        echo "bootstrap: WARNING: pinned LangGraph environments not built; their tests will skip" >&2
+    fi
+fi
+
 # clock_skew preloads libfaketime into workers: the dev extras install the PyPI package
 # `libfaketime` (a working build); the harness probes it (harness/lab/faketime.py), or a
 # build named by CRASHCERT_LIBFAKETIME.

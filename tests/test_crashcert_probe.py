@@ -10,10 +10,11 @@ import os
 import pathlib
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -134,3 +135,61 @@ def test_a_vendored_copy_runs_on_the_standard_library_alone(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(engine / "crashcert_probe.py")
     assert lines == [lines[0]] and lines[0]["worker_id"] == "w-9"
+
+
+class _Framework:
+    """A framework that owns its transaction: `save` runs its statements, calls the user's
+    hook, and commits when the hook returns (as a checkpointer's `put` does)."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("CREATE TABLE saved (v TEXT)")
+
+    def save(self, value: str, hook: Callable[[], None]) -> None:
+        self.db.execute("BEGIN")
+        self.db.execute("INSERT INTO saved VALUES (?)", (value,))
+        hook()  # the user's code, inside the framework's transaction
+        self.db.execute("COMMIT")
+
+
+def test_before_commit_lands_inside_a_frameworks_own_transaction(
+    harness: tuple[str, list[dict[str, object]]], tmp_path: pathlib.Path
+) -> None:
+    path, lines = harness
+    reporter = crashcert_probe.Reporter(path, worker_id="w-1")
+    framework = _Framework(tmp_path / "f.db")
+    outside = sqlite3.connect(tmp_path / "f.db")
+    seen: list[tuple[str, int]] = []
+
+    def hook() -> None:
+        reporter.before_commit("tools.pending", "r-1", call="put_writes")
+        # the statements ran, the COMMIT is the next thing the framework sends
+        seen.append(
+            (
+                str(lines[-1]["boundary"]),
+                outside.execute("SELECT count(*) FROM saved").fetchone()[0],
+            )
+        )
+
+    framework.save("decision", hook)
+    reporter.report("tools.pending", "r-1", call="put_writes")
+    durable = outside.execute("SELECT count(*) FROM saved").fetchone()[0]
+    assert seen == [("tools.pending:before_commit", 0)]  # reported before anything was durable
+    assert durable == 1 and lines[-1]["boundary"] == "tools.pending"
+    assert lines[0]["detail"] == {"call": "put_writes"}
+    # `committing` could only wrap the whole call: its twin comes before the first statement
+    with pytest.raises(ValueError, match="not its :before_commit twin"):
+        reporter.before_commit("tools.pending:before_commit", "r-1")
+
+
+def test_the_module_level_before_commit_reads_the_environment(
+    harness: tuple[str, list[dict[str, object]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, lines = harness
+    monkeypatch.setenv("CRASHCERT_CONTROL", path)
+    monkeypatch.setenv("CRASHCERT_WORKER_ID", "w-8")
+    monkeypatch.setattr(crashcert_probe, "_default", None)
+    crashcert_probe.before_commit("model.ready", "r-3")
+    assert [(line["boundary"], line["worker_id"]) for line in lines] == [
+        ("model.ready:before_commit", "w-8")
+    ]

@@ -113,6 +113,19 @@ class EngineDescription(pydantic.BaseModel):
             raise ValueError(f"unknown boundary points {unknown}")
         return value
 
+    @pydantic.model_validator(mode="after")
+    def _preload_needs_a_module_worker(self) -> EngineDescription:
+        # A fork of the warm server runs a module (`runpy`), never a script: a script
+        # worker would be exec'd cold, and the server would import under our Python.
+        if self.preload and not (len(self.worker) >= 3 and self.worker[1] == "-m"):
+            shown = " ".join(self.worker)
+            raise ValueError(
+                f"preload needs a worker started as a module, `[python, -m, module, ...]`; "
+                f"worker {shown!r} is a script: write it as "
+                f'["{{python}}", "-m", "<module>", ...] (python -m module), or drop preload'
+            )
+        return self
+
 
 class CommandEngine:
     def __init__(self, description: EngineDescription, *, base_dir: pathlib.Path) -> None:

@@ -115,9 +115,9 @@ def open_lab(
         stack.callback(spares.close)  # before the template and the server go
         forkserver = None
         if engine.preload and spawner.forking_enabled():
-            python = spawner.interpreter(engine.worker_command())
-            forkserver = spawner.ForkServer(engine.preload, cwd=engine.cwd, python=python)
-            stack.callback(forkserver.close)
+            forkserver = _start_forkserver(engine)
+            if forkserver is not None:
+                stack.callback(forkserver.close)
         yield Lab(
             pg=pg,
             engine=engine,
@@ -128,6 +128,19 @@ def open_lab(
             gate=gate,
             spares=spares,
         )
+
+
+def _start_forkserver(engine: adapter.EngineAdapter) -> spawner.ForkServer | None:
+    """The warm server, under the worker command's interpreter with the engine's env; None
+    (workers start with exec, as the command says) when it cannot import the preload: the
+    trials still run, and a worker that cannot import either crashes with its own log."""
+    python = spawner.interpreter(engine.worker_command())
+    env = {**adapter.inherited_environment(), **engine.worker_env()}
+    try:
+        return spawner.ForkServer(engine.preload, cwd=engine.cwd, python=python, env=env)
+    except errors.EnvironmentProblem as error:
+        log.warning("%s; workers of %s start with exec instead", error, engine.name)
+        return None
 
 
 def _drop_template(pg: postgres.Server, template: str) -> None:

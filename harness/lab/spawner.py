@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -34,10 +35,17 @@ def interpreter(argv: Sequence[str]) -> str:
 
 class ForkServer:
     def __init__(
-        self, preload: Sequence[str], *, cwd: str | None = None, python: str | None = None
+        self,
+        preload: Sequence[str],
+        *,
+        cwd: str | None = None,
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self.python = python or sys.executable
+        # What the server said before it died (an import that failed), for the error.
+        self._stderr = tempfile.TemporaryFile()
         # By path, not `-m harness.lab.forkserver`: another interpreter has no crashcert
         # installed; the server uses the standard library only.
         try:
@@ -45,22 +53,37 @@ class ForkServer:
                 [self.python, FORKSERVER_SCRIPT, *preload],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=self._stderr,
                 cwd=cwd,
+                env=None if env is None else dict(env),
                 text=True,
                 bufsize=1,
             )
         except OSError as error:
+            self._stderr.close()
             raise errors.EnvironmentProblem(f"cannot start the fork server: {error}") from None
-        ready = self._read()
+        try:
+            ready = self._read()
+        except errors.EnvironmentProblem:
+            self._process.wait(5)
+            self._stderr.close()
+            raise
         if not ready.get("ready"):
             raise errors.EnvironmentProblem(f"fork server did not start: {ready}")
+
+    def _said(self) -> str:
+        """The last line the server wrote on stderr (a traceback's error line)."""
+        self._stderr.seek(0)
+        lines = self._stderr.read()[-4096:].decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "nothing on stderr"
 
     def _read(self) -> dict[str, Any]:
         assert self._process.stdout is not None
         line = self._process.stdout.readline()
         if not line:
+            code = self._process.wait(5) if self._process.poll() is None else self._process.poll()
             raise errors.EnvironmentProblem(
-                f"fork server exited (code {self._process.poll()}); see the worker logs"
+                f"fork server under {self.python} exited (code {code}): {self._said()}"
             )
         reply = json.loads(line)
         assert isinstance(reply, dict)
@@ -97,6 +120,7 @@ class ForkServer:
             self._process.wait(5)
         if self._process.stdout is not None:
             self._process.stdout.close()
+        self._stderr.close()
 
 
 class ForkedProcess:

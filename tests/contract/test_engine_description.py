@@ -41,6 +41,12 @@ def test_a_valid_description(tmp_path):
         ),
         (('worker: ["{python}", "-m", "tiny", "worker"]\n', ""), "worker: Field required"),
         (("name: tiny", "name: tiny\nflavour: mint"), "flavour: Extra inputs are not permitted"),
+        # A script worker cannot be forked from the warm server: say so, and how to fix it.
+        (
+            ('"-m", "tiny", "worker"]', '"agent.py", "worker"]\npreload: [json]'),
+            "preload needs a worker started as a module, `[python, -m, module, ...]`; "
+            "worker '{python} agent.py worker' is a script",
+        ),
     ],
 )
 def test_invalid_descriptions_name_file_and_field(tmp_path, change, problem):
@@ -59,3 +65,9 @@ def test_missing_and_malformed_files(tmp_path):
     bad.write_text("name: [unclosed")
     with pytest.raises(errors.CrashcertError, match="not valid YAML"):
         commands.load(bad)
+
+
+def test_preload_with_a_module_worker_is_kept(tmp_path):
+    path = tmp_path / "engine.yaml"
+    path.write_text(VALID + "preload: [json]\n")
+    assert commands.load(path).preload == ("json",)

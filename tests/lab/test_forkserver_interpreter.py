@@ -5,6 +5,7 @@ of it, running under that virtualenv's Python with its packages, not the harness
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import subprocess
@@ -12,7 +13,9 @@ import sys
 
 import pytest
 
-from harness.lab import processes, spawner
+from harness import errors
+from harness.engines import commands
+from harness.lab import processes, shared, spawner
 
 pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
 
@@ -80,3 +83,43 @@ def test_the_fork_server_runs_under_the_engines_own_interpreter(
 
 def test_a_worker_command_that_is_not_python_dash_m_keeps_our_interpreter() -> None:
     assert spawner.interpreter(["./engine-binary", "worker"]) == sys.executable
+
+
+def test_a_preload_the_servers_interpreter_cannot_import_is_named_with_that_interpreter(
+    engine_venv: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    python = str(engine_venv / "bin" / "python")
+    with pytest.raises(errors.EnvironmentProblem) as raised:
+        spawner.ForkServer(["a_framework_nobody_installed"], cwd=str(tmp_path), python=python)
+    message = str(raised.value)
+    assert python in message
+    assert "ModuleNotFoundError: No module named 'a_framework_nobody_installed'" in message
+
+
+def test_the_lab_runs_without_a_fork_server_that_cannot_import_its_preload(
+    engine_venv: pathlib.Path, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's env reaches the server (its PYTHONPATH finds the module); a server that
+    still cannot import is no lab error: workers are exec'd and each trial is written."""
+    python = str(engine_venv / "bin" / "python")
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "engine_deps.py").write_text("import only_in_the_engine_venv\n")
+    description = tmp_path / "engine.yaml"
+    description.write_text(
+        "name: venv_engine\n"
+        'migrate: ["true"]\n'
+        f'worker: ["{python}", "-m", "venv_engine", "worker"]\n'
+        "preload: [engine_deps]\n"
+        'submit: ["true"]\n'
+        'status: ["true"]\n'
+        f"env: {{PYTHONPATH: {tmp_path / 'deps'}}}\n"
+    )
+    engine = commands.load(description)
+    server = shared._start_forkserver(engine)
+    assert server is not None  # found through the description's PYTHONPATH
+    server.close()
+    description.write_text(description.read_text().replace("deps}", "nowhere}"))
+    caplog.set_level(logging.WARNING)
+    assert shared._start_forkserver(commands.load(description)) is None
+    assert "No module named 'engine_deps'" in caplog.text
+    assert "workers of venv_engine start with exec instead" in caplog.text

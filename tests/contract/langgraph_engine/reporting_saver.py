@@ -5,15 +5,22 @@ LangGraph saves a finished task's writes (`put_writes`) and each superstep's che
 transaction that first checks the worker still holds the run's lease (a worker that lost
 it commits nothing), and reports through crashcert_probe what the commit made durable:
 
-| writes saved | boundary |
+| saved | boundary |
 |---|---|
 | the model node's AIMessage with tool calls | `tools.pending` (decision and exact calls) |
 | the model node's AIMessage without tool calls | `reply.ready` (the reply, before delivery) |
 | the tool node's ToolMessages | `model.ready` (tool round closed) |
 
-`B:before_commit` is reported after the statements ran and before the COMMIT is sent.
-On resume LangGraph reuses a task's saved writes instead of running it again, so after
-`tools.pending` the model is not asked again for that turn.
+Both calls save it: `put_writes` the task's writes, `put` the next checkpoint, whose
+channel values hold them too (resumed from it, LangGraph does not run the task again).
+With `durability="sync"` LangGraph submits the two to background threads with no order
+between them (langchain-ai/langgraph#8039), so each is its own boundary point, reported
+with `call` (`put` or `put_writes`) and `commit` (this process's commit count: the order
+they committed in). Whichever commits first made the decision durable; a kill at the
+first of the two lands between them.
+
+`B:before_commit` is reported from inside the transaction, after the statements ran and
+before the COMMIT is sent (crashcert_probe.before_commit).
 """
 
 from __future__ import annotations
@@ -50,20 +57,42 @@ def boundary_of(writes: Sequence[tuple[str, Any]]) -> tuple[str | None, dict[str
     return None, {}
 
 
+def boundary_of_checkpoint(checkpoint: Checkpoint) -> tuple[str | None, dict[str, Any]]:
+    """The boundary a checkpoint makes durable: what its newest message is the output of.
+    A checkpoint of ToolMessages closes the round as the tool node's writes do."""
+    messages = checkpoint.get("channel_values", {}).get("messages") or []
+    tools: list[ToolMessage] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        tools.insert(0, message)
+    if tools:
+        return boundary_of([("messages", tools)])
+    if messages and isinstance(messages[-1], AIMessage):
+        return boundary_of([("messages", [messages[-1]])])
+    return None, {}
+
+
 class ReportingPostgresSaver(PostgresSaver):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         # put and put_writes run on LangGraph's background threads; one transaction at a time.
         self._transaction_lock = threading.Lock()
+        self._commits = 0
 
     @contextmanager
-    def _fenced(self, run_key: str, boundary: str | None, detail: dict[str, Any]) -> Iterator[None]:
+    def _fenced(
+        self, run_key: str, call: str, boundary: str | None, detail: dict[str, Any]
+    ) -> Iterator[None]:
         with self._transaction_lock:
             with self.conn.transaction():
                 store.fence(self.conn, run_key)
                 yield
+                # inside the transaction: the COMMIT is the next thing on the connection
+                detail = {**detail, "call": call, "commit": self._commits + 1}
                 if boundary is not None:
-                    probe.report(boundary + probe.BEFORE_COMMIT, run_key, **detail)
+                    probe.before_commit(boundary, run_key, **detail)
+            self._commits += 1
             if boundary is not None:
                 probe.report(boundary, run_key, **detail)
 
@@ -74,7 +103,9 @@ class ReportingPostgresSaver(PostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        with self._fenced(config["configurable"]["thread_id"], None, {}):
+        boundary, detail = boundary_of_checkpoint(checkpoint)
+        detail["step"] = metadata.get("step")
+        with self._fenced(config["configurable"]["thread_id"], "put", boundary, detail):
             return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -85,5 +116,5 @@ class ReportingPostgresSaver(PostgresSaver):
         task_path: str = "",
     ) -> None:
         boundary, detail = boundary_of(writes)
-        with self._fenced(config["configurable"]["thread_id"], boundary, detail):
+        with self._fenced(config["configurable"]["thread_id"], "put_writes", boundary, detail):
             super().put_writes(config, writes, task_id, task_path)
