@@ -23,7 +23,12 @@ from typing import Any
 
 from temporalio import activity
 
-KEYS = os.environ.get("TEMPORAL_AGENT_KEYS", "random")
+
+
+def keys() -> str:
+    """Read per call: a worker forked from a warm server imported this module before its
+    own environment was set."""
+    return os.environ.get("TEMPORAL_AGENT_KEYS", "random")
 
 
 def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
@@ -58,7 +63,7 @@ def call_tool(declaration: dict[str, Any], arguments: Any, key: str) -> dict[str
     name = declaration["function"]["name"]
     base = f"{os.environ['CRASHCERT_TOOLS_URL']}/tools/{name}"
     sent = str(uuid.uuid4())
-    if KEYS == "derived":
+    if keys() == "derived":
         sent = key
         if declaration.get("queryable") and not declaration.get("honours_idempotency_key"):
             found_status, found = http(f"{base}/effects/{key}")
@@ -73,8 +78,8 @@ def call_tool(declaration: dict[str, Any], arguments: Any, key: str) -> dict[str
 @activity.defn
 def deliver(run_id: str, content: str) -> str:
     base = os.environ["CRASHCERT_REPLY_URL"] + "/replies"
-    key = f"{run_id}:reply" if KEYS == "derived" else str(uuid.uuid4())
-    if KEYS == "derived":
+    key = f"{run_id}:reply" if keys() == "derived" else str(uuid.uuid4())
+    if keys() == "derived":
         status, _ = http(f"{base}/{key}")
         if status == 200:
             return key  # delivered before the crash: never twice

@@ -135,7 +135,7 @@ async def worker() -> None:
             identity=identity,
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         )
-        log(f"worker {identity} polling {QUEUE!r} (keys: {acts.KEYS})")
+        log(f"worker {identity} polling {QUEUE!r} (keys: {acts.keys()})")
         await running.run()
 
 
