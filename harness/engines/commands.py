@@ -24,9 +24,8 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.engines import adapter, status_server
+from harness.engines import adapter, status_server, store
 from harness.engines import capabilities as capabilities_module
-from harness.engines import store
 from harness.inputs import validation
 
 COMMAND_TIMEOUT_S = 60.0

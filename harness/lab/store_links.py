@@ -71,7 +71,10 @@ class StoreServer:
 
     def env(self) -> dict[str, str]:
         """Each link's variable naming the server itself (for submit and status)."""
-        return {link.env: self.address(name, HOST, self.ports[link.port]) for name, link in self._links.items()}
+        return {
+            link.env: self.address(name, HOST, self.ports[link.port])
+            for name, link in self._links.items()
+        }
 
     def address(self, name: str, host: str, port: int) -> str:
         return self._links[name].value.format(host=host, port=port)
@@ -98,8 +101,9 @@ class StoreServer:
         while True:
             process = self._process
             if process is None or not process.alive:
+                where = process.log_path if process is not None else "none"
                 raise errors.EnvironmentProblem(
-                    f"the engine's server exited before it was ready (log {process and process.log_path})"
+                    f"the engine's server exited before it was ready (log {where})"
                 )
             if self._answers(ready, command_env):
                 return
@@ -196,4 +200,3 @@ def for_trial(
     server = StoreServer(description, cwd=engine.cwd, directory=directory)
     server.start()
     return StoreLinks(server, client, prefix=prefix)
-

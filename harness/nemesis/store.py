@@ -89,7 +89,9 @@ class ServerRestart:
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         store = strike.parts.store_links
         if store is None:
-            raise strike_module.NotApplied("the engine names no server (server: in its description)")
+            raise strike_module.NotApplied(
+                "the engine names no server (server: in its description)"
+            )
         store.server.kill()
         strike.record("server_restart", ok=True, note="SIGKILL to the engine's store server")
 

