@@ -217,6 +217,12 @@ CATALOG: dict[str, FaultClass] = {
             for name, service in (("tool", "tools"), ("model", "model"), ("sink", "sink"))
         ),
         FaultClass(
+            "clock_skew",
+            "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
+            params=("offset_s",),
+            skews_clock=True,
+        ),
+        FaultClass(
             "store_cut",
             "cut the worker's named link to the engine's own store (its own Toxiproxy "
             "proxy), slow it (latency_ms) or reset its connections (reset_peer=true); heal later",
@@ -242,12 +248,6 @@ CATALOG: dict[str, FaultClass] = {
             ended_by="server_start",
             params=_HEAL_PARAMS,
             store=True,
-        ),
-        FaultClass(
-            "clock_skew",
-            "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
-            params=("offset_s",),
-            skews_clock=True,
         ),
     )
 }
