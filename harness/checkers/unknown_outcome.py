@@ -20,7 +20,7 @@ import collections
 import dataclasses
 
 from harness.checkers import facts, reach, verdict
-from harness.contract import boundaries
+from harness.contract import boundaries, run_report
 from harness.record import history as history_module
 from harness.world import ledger
 
@@ -271,23 +271,67 @@ def _not_repeated(
 
 
 def check(history: history_module.TrialHistory) -> verdict.CheckResult:
-    failures: list[str] = []
-    notes: list[str] = []
-    unknowns: list[str] = []
+    found = _Found()
     scripted = facts.scripted_calls(history)
-    named = facts.named_keys(history)
     report = history.final_report
     reported = {call.id: call for call in report.tool_calls} if report else {}
+    _unknown_told_to_the_model(history, scripted, reported, found)
+    interrupted = _no_blind_reexecution(history, scripted, reported, found)
+    _no_success_without_effect(history, scripted, reported, found)
 
-    decisive: list[str] = []  # the facts a PASS rests on, for its summary
+    nothing = "no fault struck inside a tool window and no call ended outcome_unknown"
+    if not interrupted and not any(c.state == UNKNOWN for c in reported.values()):
+        found.notes.insert(0, nothing)
+        if not found.failures and not found.unknowns:
+            # A run that stopped short may have been interrupted by its own crash instead.
+            if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, found.notes):
+                return unproven
+    return verdict.decide(
+        INVARIANT,
+        failures=found.failures,
+        notes=found.notes,
+        unknowns=found.unknowns,
+        passed="; ".join(found.decisive) or nothing,
+    )
 
-    # (a) an unknown outcome reaches the model as such.
+
+@dataclasses.dataclass
+class _Found:
+    failures: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    unknowns: list[str] = dataclasses.field(default_factory=list)
+    decisive: list[str] = dataclasses.field(default_factory=list)  # what a PASS rests on
+
+
+def _unknown_told_to_the_model(
+    history: history_module.TrialHistory,
+    scripted: dict[str, facts.ScriptedCall],
+    reported: dict[str, run_report.ToolCallReport],
+    found: _Found,
+) -> None:
+    """(a) An unknown outcome reaches the model as such."""
     for call_id, call_report in reported.items():
         if call_report.state == UNKNOWN:
             turn = scripted[call_id].turn if call_id in scripted else call_report.turn
-            _told_model(history, call_id, turn, failures, notes, decisive)
+            _told_model(history, call_id, turn, found.failures, found.notes, found.decisive)
 
-    # (b) no blind re-execution after an interruption inside a tool window.
+
+def _no_blind_reexecution(
+    history: history_module.TrialHistory,
+    scripted: dict[str, facts.ScriptedCall],
+    reported: dict[str, run_report.ToolCallReport],
+    found: _Found,
+) -> int:
+    """(b) No blind re-execution after an interruption inside a tool window; returns how
+    many faults struck inside one."""
+    failures, notes, unknowns, decisive = (
+        found.failures,
+        found.notes,
+        found.unknowns,
+        found.decisive,
+    )
+    named = facts.named_keys(history)
+    report = history.final_report
     interrupted = 0
     for item in facts.struck_in(history, boundaries.TOOL_WINDOW):
         interrupted += 1
@@ -324,8 +368,8 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
             history, item, call, attempts, failures, notes, decisive, what=what
         )
         if not repeats:
-            found = reported.get(target.call_id or "")
-            state = found.state if found else None
+            known = reported.get(target.call_id or "")
+            state = known.state if known else None
             decisive.append(_not_repeated(history, item, target, state))
         spec = history.scenario.tool(call.tool)
         if item.fault.action == "kill" and not spec.queryable and not repeats and report:
@@ -342,9 +386,17 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
                     f"{call} killed in its tool window and never asked again, yet the final "
                     f"report says {wrong} instead of {UNKNOWN}"
                 )
+    return interrupted
 
-    # (c) no success claimed for an effect that never happened: as many effects of a
-    # (tool, arguments) as calls with them the report says succeeded.
+
+def _no_success_without_effect(
+    history: history_module.TrialHistory,
+    scripted: dict[str, facts.ScriptedCall],
+    reported: dict[str, run_report.ToolCallReport],
+    found: _Found,
+) -> None:
+    """(c) No success claimed for an effect that never happened: as many effects of a
+    (tool, arguments) as calls with them the report says succeeded."""
     effects = collections.Counter(
         facts.logical_call(e.tool, e.arguments) for e in facts.tool_effects(history)
     )
@@ -355,32 +407,17 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
         ):
             continue
         if call_id not in scripted:
-            notes.append(f"report names call {call_id!r}, which the script does not make")
+            found.notes.append(f"report names call {call_id!r}, which the script does not make")
         else:
             succeeded[scripted[call_id].call].append(call_id)
     for call, ids in succeeded.items():
         if len(ids) == 1 and not effects[call]:
-            failures.append(
+            found.failures.append(
                 f"report says non-replayable call {ids[0]!r} {call} succeeded, but the world "
                 "has no effect of it"
             )
         elif len(ids) > effects[call]:
-            failures.append(
+            found.failures.append(
                 f"report says non-replayable calls {sorted(ids)} {call} succeeded, but the "
                 f"world has {effects[call]} effect(s) of them"
             )
-
-    nothing = "no fault struck inside a tool window and no call ended outcome_unknown"
-    if not interrupted and not any(c.state == UNKNOWN for c in reported.values()):
-        notes.insert(0, nothing)
-        if not failures and not unknowns:
-            # A run that stopped short may have been interrupted by its own crash instead.
-            if unproven := reach.nothing_to_judge(INVARIANT, nothing, history, notes):
-                return unproven
-    return verdict.decide(
-        INVARIANT,
-        failures=failures,
-        notes=notes,
-        unknowns=unknowns,
-        passed="; ".join(decisive) or nothing,
-    )

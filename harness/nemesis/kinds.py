@@ -14,6 +14,7 @@ from harness.nemesis import store as store_kinds
 
 KINDS: dict[str, strike.FaultKind] = {
     "kill": process.Kill(),
+    "term": process.Term(),
     "pause": process.Pause(),
     "db_cut": links.DbCut(),
     "commit_lost": links.HeldCommit("downstream"),
