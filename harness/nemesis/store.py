@@ -37,7 +37,7 @@ def _healed(strike: strike_module.Strike, heal: strike_module.Heal) -> strike_mo
     return run
 
 
-class StoreCut:
+class StoreCut(strike_module.Kind):
     """The worker's own proxy in front of its store: cut by default, slowed with
     `latency_ms`, every connection reset with `reset_peer`; heal later."""
 
@@ -61,7 +61,7 @@ class StoreCut:
         return _healed(strike, heal)
 
 
-class StoreResponseLost:
+class StoreResponseLost(strike_module.Kind):
     """Swallow the store's responses to the worker (server -> worker) from the point on:
     what the worker sends still lands (a completion call reaches the server), its answer
     never arrives. The heal cuts the hung connections, then opens the link again."""
@@ -81,7 +81,7 @@ class StoreResponseLost:
         return _healed(strike, heal)
 
 
-class ServerRestart:
+class ServerRestart(strike_module.Kind):
     """SIGKILL the engine's store server (its data stays); heal: start it, ready again."""
 
     needs_worker = False
