@@ -2,6 +2,7 @@
 loopback, and one Toxiproxy proxy per worker on each named link (harness/engines/store.py).
 
 The server runs as a process group of its own, like a worker (its log beside the workers'),
+in its data directory (`store/` of the trial),
 and is ready before any worker starts: its `ready` command exits 0, or, without one, each
 link's port takes a TCP connection. `server_restart` SIGKILLs it and starts it again on
 the same ports and data (harness/nemesis/store.py); the trial stops it at its end.
@@ -89,8 +90,10 @@ class StoreServer:
         env.update({name: value.format(**values) for name, value in self._spec.env.items()})
         with self._lock:
             self._starts += 1
+            # In its data directory: a relative file name there stays in the trial even
+            # where the trial's path holds characters a URI cuts at (`#`, `?`: SQLite).
             self._process = processes.Worker(
-                f"server-{self._starts}", argv, env=env, log_dir=self._logs, cwd=self._cwd
+                f"server-{self._starts}", argv, env=env, log_dir=self._logs, cwd=str(self._data)
             )
         self._wait_ready(values, env)
 

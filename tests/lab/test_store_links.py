@@ -61,19 +61,23 @@ def test_the_server_is_ready_before_it_is_handed_over_restarts_and_stops(
         server=SERVER,
         links={"web": {"env": "STORE_URL", "port": "web", "value": "http://{host}:{port}/"}},
     )
-    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
+    # A trial's directory is named after its faults: `#` in it, where a URI stops.
+    directory = tmp_path / "kill@world_tool.effect#2"
+    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=directory)
+    (directory / "store" / "marker.db").write_text("")
     server.start()
     try:
         url = server.env()["STORE_URL"]
         assert url == f"http://127.0.0.1:{server.ports['web']}/"
         with urllib.request.urlopen(url, timeout=5) as answer:  # ready means it answers
             assert answer.status == 200
+            # It runs in the trial's store/: relative names land there.
+            assert b"marker.db" in answer.read()
         server.kill()
         assert not _accepts(server.ports["web"])
         server.start()  # the same port again, as server_restart's heal does
         assert _accepts(server.ports["web"])
-        assert (tmp_path / "store").is_dir()
-        assert len(list((tmp_path / store_links.SERVER_LOGS).glob("server-*.log"))) == 2
+        assert len(list((directory / store_links.SERVER_LOGS).glob("server-*.log"))) == 2
     finally:
         server.stop()
     assert not _accepts(server.ports["web"])
