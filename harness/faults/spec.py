@@ -232,6 +232,11 @@ CATALOG: dict[str, FaultClass] = {
             params=("grace_ms",),
         ),
         FaultClass(
+            "dup_owner",
+            "start a second live worker under the id of the worker held at the point, as a "
+            "duplicate pod or a supervisor's mistaken restart does; both live on",
+        ),
+        FaultClass(
             "store_cut",
             "cut the worker's named link to the engine's own store (its own Toxiproxy "
             "proxy), slow it (latency_ms) or reset its connections (reset_peer=true); heal later",

@@ -15,6 +15,7 @@ from harness.nemesis import store as store_kinds
 KINDS: dict[str, strike.FaultKind] = {
     "kill": process.Kill(),
     "term": process.Term(),
+    "dup_owner": process.DupOwner(),
     "pause": process.Pause(),
     "db_cut": links.DbCut(),
     "commit_lost": links.HeldCommit("downstream"),
