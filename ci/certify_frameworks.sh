@@ -4,7 +4,7 @@
 # kills; the hardened LangGraph agent in boundary mode too), print the table rows that
 # `crashcert certify --markdown` writes and rewrite them between the markers in
 # docs/frameworks.md. Heavy: take the machine's lock where it is shared.
-#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph])
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal])
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +24,9 @@ certify() {  # description mode
 for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/dbos_engine/dbos_engine_keyed.yaml \
     tests/contract/dbos_engine/dbos_engine_reserved.yaml \
-    tests/contract/langgraph_engine/langgraph_naive.yaml; do
+    tests/contract/langgraph_engine/langgraph_naive.yaml \
+    tests/contract/temporal_engine/temporal_naive.yaml \
+    tests/contract/temporal_engine/temporal_hardened.yaml; do
     certify "$description" blackbox
 done
 certify tests/contract/langgraph_engine/langgraph_hardened.yaml both

@@ -25,6 +25,12 @@ class BlackBoxEngine:
         self.declared_boundaries: tuple[str, ...] = engine.boundaries
         self.lease_ms = engine.lease_ms
         self.preload = engine.preload
+        self.description = getattr(engine, "description", None)
+
+    def bind_store(self, dsn: str, env: Mapping[str, str] | None) -> None:
+        binding = getattr(self._engine, "bind_store", None)
+        if binding is not None:
+            binding(dsn, env)
 
     @property
     def cwd(self) -> str | None:

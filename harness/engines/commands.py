@@ -24,7 +24,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.engines import adapter, status_server
+from harness.engines import adapter, status_server, store
 from harness.engines import capabilities as capabilities_module
 from harness.inputs import validation
 
@@ -100,6 +100,15 @@ class EngineDescription(pydantic.BaseModel):
     # Optional: what the engine offers (tool transports, approve, cancel, purge, streaming);
     # unset fields follow the commands present (harness/engines/capabilities.py).
     capabilities: capabilities_module.Capabilities | None = None
+    # Optional: the engine's own durable store, a server the lab starts per trial, and the
+    # named links its workers reach it by (harness/engines/store.py).
+    server: store.Server | None = None
+    links: dict[str, store.Link] = pydantic.Field(default_factory=dict)
+
+    @pydantic.model_validator(mode="after")
+    def _store(self) -> EngineDescription:
+        store.check(self.server, self.links)
+        return self
 
     @pydantic.field_validator("boundaries")
     @classmethod
@@ -136,6 +145,9 @@ class CommandEngine:
         self._base_dir = (base_dir / description.workdir).resolve()
         self._module: Any | None = None
         self._server: status_server.StatusServer | None = None
+        # Each trial's store addresses (the server itself), by the trial's DSN: the
+        # commands of one trial reach its own server (harness/lab/store_links.py).
+        self._store_env: dict[str, dict[str, str]] = {}
         points = description.boundaries
         self.boundaries: tuple[str, ...] = (
             tuple(boundaries_module.all_points()) if points == "all" else tuple(points)
@@ -156,7 +168,15 @@ class CommandEngine:
         env.update(self.description.env)
         if dsn is not None:
             env["DATABASE_URL"] = dsn
+            env.update(self._store_env.get(dsn, {}))
         return env
+
+    def bind_store(self, dsn: str, env: Mapping[str, str] | None) -> None:
+        """The store variables of the trial on `dsn` (None: the trial is over)."""
+        if env is None:
+            self._store_env.pop(dsn, None)
+        else:
+            self._store_env[dsn] = dict(env)
 
     def _run(self, what: str, argv: list[str], dsn: str, *, stdin: str | None = None) -> str:
         try:

@@ -23,7 +23,9 @@ from harness.inputs import limits, validation
 
 # --- params ------------------------------------------------------------------------------
 
-ParamKind = Literal["flag", "seconds", "milliseconds", "point", "choice", "count", "signed_seconds"]
+ParamKind = Literal[
+    "flag", "seconds", "milliseconds", "point", "choice", "count", "signed_seconds", "name"
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,12 @@ PARAMS: dict[str, Param] = {
             "submit_twice: resubmit at_once (right after the first submit) or after_finish "
             "(once the run is terminal)",
             choices=("at_once", "after_finish"),
+        ),
+        Param(
+            "link",
+            "name",
+            "the engine's store link a store fault strikes (a name under `links:` in its "
+            "description); may be left out when it has one",
         ),
     )
 }
@@ -105,6 +113,9 @@ class FaultClass:
     link: str | None = None
     # It shifts the worker's wall clock (libfaketime preloaded into the worker).
     skews_clock: bool = False
+    # It strikes the engine's own store (a server of its description, or a worker's named
+    # link to it: harness/lab/store_links.py), not our Postgres.
+    store: bool = False
     # It strikes the run as a whole at RUN_POINT: the matrix plans it once per value of its
     # choice param (per scenario), not once per boundary of the baseline.
     per_run: bool = False
@@ -225,6 +236,33 @@ CATALOG: dict[str, FaultClass] = {
             "start a second live worker under the id of the worker held at the point, as a "
             "duplicate pod or a supervisor's mistaken restart does; both live on",
         ),
+        FaultClass(
+            "store_cut",
+            "cut the worker's named link to the engine's own store (its own Toxiproxy "
+            "proxy), slow it (latency_ms) or reset its connections (reset_peer=true); heal later",
+            healed=True,
+            ended_by="heal",
+            params=("link", "latency_ms", "reset_peer", *_HEAL_PARAMS),
+            store=True,
+        ),
+        FaultClass(
+            "store_response_lost",
+            "from the point on, the store's responses to the worker on its named link are "
+            "swallowed (what the worker sends still lands: a completion ack lost); heal later",
+            healed=True,
+            ended_by="heal",
+            after_release=True,
+            params=("link", *_HEAL_PARAMS),
+            store=True,
+        ),
+        FaultClass(
+            "server_restart",
+            "SIGKILL the engine's own store server (its data kept), then start it again",
+            healed=True,
+            ended_by="server_start",
+            params=_HEAL_PARAMS,
+            store=True,
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(CATALOG)
@@ -234,6 +272,8 @@ COMMIT = frozenset(name for name, fault in CATALOG.items() if fault.before_commi
 # Class -> the world service whose link it breaks (tool_cut -> tools).
 LINKS = {name: fault.link for name, fault in CATALOG.items() if fault.link}
 SKEWS_CLOCK = frozenset(name for name, fault in CATALOG.items() if fault.skews_clock)
+# Classes that strike the engine's own store: an engine with no `server:` cannot take them.
+STORE = frozenset(name for name, fault in CATALOG.items() if fault.store)
 # Applied by the world to its own response, not by the nemesis to a worker.
 IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_points)
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
@@ -457,7 +497,8 @@ def _check_world_point(text: str, step: FaultStep) -> None:
 
 def _check_link_mode(text: str, step: FaultStep) -> None:
     """A link is cut, slowed or reset: one at a time."""
-    if step.action in LINKS and step.params.get("reset_peer") and "latency_ms" in step.params:
+    linked = step.action in LINKS or step.action == "store_cut"
+    if linked and step.params.get("reset_peer") and "latency_ms" in step.params:
         raise errors.CrashcertError(
             f"bad fault {text!r}: reset_peer=true and latency_ms exclude each other "
             "(a link is cut, slowed or reset)"
@@ -537,4 +578,8 @@ def _param_value(param: Param, raw: str) -> Any:
                 f"at most {MAX_CLOCK_SKEW_S} either way"
             )
         return offset
+    if param.kind == "name":
+        if not re.match(r"^[a-z][a-z0-9_]{0,30}$", raw):
+            raise ValueError(f"{name}={raw}: expected a link name (lower-case letters, digits, _)")
+        return raw
     return raw  # a point: _check_heal_at knows it

@@ -31,6 +31,7 @@ class Launcher:
         forkserver: spawner.ForkServer | None = None,
         world_links: Any | None = None,  # world_links.WorldLinks: the plan cuts a link
         clocks: Any | None = None,  # faketime.Clocks: the plan skews a clock
+        store_links: Any | None = None,  # store_links.StoreLinks: the engine's own store
     ) -> None:
         self._engine = engine
         self._world_env = dict(world_env)
@@ -44,6 +45,7 @@ class Launcher:
         self._forkserver = None if clocks is not None else forkserver
         self._world_links = world_links
         self._clocks = clocks
+        self._store_links = store_links
         self._count = 0
         self._lock = threading.Lock()
         self.workers = processes.WorkerSet()
@@ -68,6 +70,8 @@ class Launcher:
             world = dict(self._world_env)
             if self._world_links is not None:
                 world.update(self._world_links.env_for(worker_id))
+            if self._store_links is not None:
+                world.update(self._store_links.env_for(worker_id))
             self._world[worker_id] = world
         env.update(self._world[worker_id])
         if self._clocks is not None:

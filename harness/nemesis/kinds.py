@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from harness.faults import spec
 from harness.nemesis import links, process, shared_world, strike
+from harness.nemesis import store as store_kinds
 
 KINDS: dict[str, strike.FaultKind] = {
     "kill": process.Kill(),
@@ -23,6 +24,9 @@ KINDS: dict[str, strike.FaultKind] = {
     "pg_restart": shared_world.PgRestart(),
     "clock_skew": shared_world.ClockSkew(),
     **links.world_links(),
+    "store_cut": store_kinds.StoreCut(),
+    "store_response_lost": store_kinds.StoreResponseLost(),
+    "server_restart": store_kinds.ServerRestart(),
 }
 
 # Classes carried out elsewhere, and where.

@@ -48,6 +48,7 @@ class Nemesis:
         dsn: str | None = None,  # the trial's database, read past every proxy
         world_links: Any | None = None,  # harness.lab.world_links.WorldLinks
         clocks: Any | None = None,  # harness.lab.faketime.Clocks
+        store_links: Any | None = None,  # harness.lab.store_links.StoreLinks
     ) -> None:
         # A lost response or a cut stream is the world's doing (world_trigger), not ours.
         self._pending = [step for step in plan if step.action in kinds.KINDS]
@@ -60,6 +61,7 @@ class Nemesis:
             dsn=dsn,
             world_links=world_links,
             clocks=clocks,
+            store_links=store_links,
         )
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []

@@ -37,6 +37,7 @@ class Parts:
     dsn: str | None = None  # the trial's database, read past every proxy
     world_links: Any | None = None  # harness.lab.world_links.WorldLinks
     clocks: Any | None = None  # harness.lab.faketime.Clocks
+    store_links: Any | None = None  # harness.lab.store_links.StoreLinks: the engine's store
 
 
 @dataclasses.dataclass(frozen=True)

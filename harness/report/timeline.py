@@ -42,7 +42,7 @@ TEMPLATES = pathlib.Path(__file__).resolve().parent / "templates"
 # Numbers that follow "seq" in evidence ("request seq 12", "seq 3, 4") name ledger/event records.
 SEQ_MENTION = re.compile(r"\bseq\s+\[?((?:\d+(?:,\s*)?)+)")
 # Faults that live in the Postgres lane rather than in the lane of the worker that hit the point.
-SERVER_FAULTS = frozenset({"pg_restart", "pg_start"})
+SERVER_FAULTS = frozenset({"pg_restart", "pg_start", "server_restart", "server_start"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from harness.lab import (
     isolation,
     processes,
     shared,
+    store_links,
     world_links,
 )
 from harness.lab import launcher as launcher_module
@@ -226,6 +227,13 @@ def _execute(
             stack.callback(clocks.close)
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)  # its logs and history are this user's alone
+        # The engine's own store, when it names a server: started and ready first.
+        own_store = store_links.for_trial(engine, lab.toxiproxy, directory, prefix=database)
+        if own_store is not None:
+            stack.callback(own_store.server.stop)
+            stack.callback(own_store.close)
+            _bind_store(engine, dsn, own_store.server.env())
+            stack.callback(_bind_store, engine, dsn, None)
         server = control.ControlServer(recorder).start()
         stack.callback(closing.finish, server.stop)
         launcher = launcher_module.Launcher(
@@ -239,6 +247,7 @@ def _execute(
             forkserver=lab.forkserver,
             world_links=links,
             clocks=clocks,
+            store_links=own_store,
         )
         nemesis = nemesis_module.Nemesis(
             spec.plan,
@@ -250,6 +259,7 @@ def _execute(
             dsn=dsn,
             world_links=links,
             clocks=clocks,
+            store_links=own_store,
         )
         server.set_policy(nemesis.on_hit)
         stack.callback(nemesis.close)  # runs first: heal everything before anything stops
@@ -500,6 +510,13 @@ def log_tail(path: pathlib.Path) -> list[str]:
     lines = [line for line in lines if line.strip() and not line.startswith(processes.NOTE_PREFIX)]
     lines = lines[-LOG_TAIL_LINES:]
     return [pg_dsn.redact_text(line[:LOG_LINE_CHARS]) for line in lines]
+
+
+def _bind_store(engine: Any, dsn: str, env: dict[str, str] | None) -> None:
+    """The trial's store addresses for the engine's commands (None: unbind)."""
+    binding = getattr(engine, "bind_store", None)
+    if binding is not None:
+        binding(dsn, env)
 
 
 def _quietly(function: Any, *args: Any) -> None:

@@ -46,6 +46,8 @@ PARAM_VALUES = {
         st.integers(min_value=-spec.MAX_CLOCK_SKEW_S, max_value=spec.MAX_CLOCK_SKEW_S),
         st.floats(min_value=-spec.MAX_CLOCK_SKEW_S, max_value=spec.MAX_CLOCK_SKEW_S),
     ).filter(lambda offset: offset != 0),
+    # a store link's name (`link=temporal`)
+    "name": st.from_regex(r"[a-z][a-z0-9_]{0,30}", fullmatch=True),
 }
 
 

@@ -1,0 +1,89 @@
+"""The agent's activities: the model call, the tool calls and the reply, each an HTTP call
+to the world (harness/CONTRACT.md section 1). Temporal records an activity's result when
+the worker reports it completed; an attempt whose completion never reached the server
+(the worker died, or its link to the server broke past the start-to-close timeout) runs
+again, on whichever worker polls next: activities are at-least-once.
+
+TEMPORAL_AGENT_KEYS picks the variant:
+- `random` (naive, as an agent loop is usually written): each attempt sends a fresh key
+  (what an HTTP client that makes its own idempotency keys does per request);
+- `derived` (hardened): keys derived from the workflow id and the call (`<run>:<call id>`,
+  `<run>:reply`); a tool that cannot honour keys but can be queried, and the reply sink,
+  are asked by key before any send.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from temporalio import activity
+
+
+def keys() -> str:
+    """Read per call: a worker forked from a warm server imported this module before its
+    own environment was set."""
+    return os.environ.get("TEMPORAL_AGENT_KEYS", "random")
+
+
+def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer crashcert"}
+    if key:
+        headers["Idempotency-Key"] = key
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+@activity.defn
+def list_tools() -> list[dict[str, Any]]:
+    return http(os.environ["CRASHCERT_TOOLS_URL"] + "/tools")[1]["tools"]  # type: ignore[no-any-return]
+
+
+@activity.defn
+def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+    status, answer = http(url, {"model": "crashcert", "messages": messages, "tools": tools})
+    if status != 200:
+        raise RuntimeError(f"model answered {status}: {answer}")
+    return answer
+
+
+@activity.defn
+def call_tool(declaration: dict[str, Any], arguments: Any, key: str) -> dict[str, Any]:
+    name = declaration["function"]["name"]
+    base = f"{os.environ['CRASHCERT_TOOLS_URL']}/tools/{name}"
+    sent = str(uuid.uuid4())
+    if keys() == "derived":
+        sent = key
+        if declaration.get("queryable") and not declaration.get("honours_idempotency_key"):
+            found_status, found = http(f"{base}/effects/{key}")
+            if found_status == 200 and found.get("applied"):
+                return {"key": key, "content": {"status": "ok", "result": found.get("result")}}
+    status, answer = http(base, arguments, sent)
+    if status == 200:
+        return {"key": sent, "content": {"status": "ok", "result": answer["result"]}}
+    return {"key": sent, "content": {"status": "error", "error": str(answer)}}
+
+
+@activity.defn
+def deliver(run_id: str, content: str) -> str:
+    base = os.environ["CRASHCERT_REPLY_URL"] + "/replies"
+    key = f"{run_id}:reply" if keys() == "derived" else str(uuid.uuid4())
+    if keys() == "derived":
+        status, _ = http(f"{base}/{key}")
+        if status == 200:
+            return key  # delivered before the crash: never twice
+    http(base, {"run_id": run_id, "content": content}, key)
+    return key
+
+
+ACTIVITIES = [list_tools, call_model, call_tool, deliver]

@@ -1,0 +1,107 @@
+"""An engine's own store: the description's `server:` and `links:`, the server the lab
+starts for a trial (a real process, here Python's http.server), and the store faults'
+grammar."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import urllib.request
+
+import pytest
+
+from harness import errors
+from harness.engines import commands
+from harness.faults import spec
+from harness.lab import store_links
+
+# The server is a real process (Python's http.server), started, killed and started again.
+pytestmark = pytest.mark.processes
+
+SERVER = {
+    "command": ["{python}", "-m", "http.server", "--bind", "{host}", "{web}"],
+    "ports": ["web"],
+}
+BASE = {
+    "name": "store_engine",
+    "migrate": ["true"],
+    "worker": ["true"],
+    "submit": ["true"],
+    "status": ["true"],
+}
+
+
+def _description(**fields: object) -> commands.EngineDescription:
+    return commands.EngineDescription.model_validate({**BASE, **fields})
+
+
+def test_links_need_a_server_and_lead_to_a_port_it_names() -> None:
+    link = {"web": {"env": "STORE_URL", "port": "web"}}
+    with pytest.raises(ValueError, match="links need a server"):
+        _description(links=link)
+    with pytest.raises(ValueError, match="does not name"):
+        _description(server=SERVER, links={"web": {"env": "STORE_URL", "port": "grpc"}})
+    with pytest.raises(ValueError, match="lower-case"):
+        _description(server={**SERVER, "ports": ["Web"]})
+    assert _description(server=SERVER, links=link).links["web"].env == "STORE_URL"
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_the_server_is_ready_before_it_is_handed_over_restarts_and_stops(
+    tmp_path: pathlib.Path,
+) -> None:
+    description = _description(
+        server=SERVER,
+        links={"web": {"env": "STORE_URL", "port": "web", "value": "http://{host}:{port}/"}},
+    )
+    # A trial's directory is named after its faults: `#` in it, where a URI stops.
+    directory = tmp_path / "kill@world_tool.effect#2"
+    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=directory)
+    (directory / "store" / "marker.db").write_text("")
+    server.start()
+    try:
+        url = server.env()["STORE_URL"]
+        assert url == f"http://127.0.0.1:{server.ports['web']}/"
+        with urllib.request.urlopen(url, timeout=5) as answer:  # ready means it answers
+            assert answer.status == 200
+            # It runs in the trial's store/: relative names land there.
+            assert b"marker.db" in answer.read()
+        server.kill()
+        assert not _accepts(server.ports["web"])
+        server.start()  # the same port again, as server_restart's heal does
+        assert _accepts(server.ports["web"])
+        assert len(list((directory / store_links.SERVER_LOGS).glob("server-*.log"))) == 2
+    finally:
+        server.stop()
+    assert not _accepts(server.ports["web"])
+
+
+def test_a_server_that_exits_is_an_environment_problem(tmp_path: pathlib.Path) -> None:
+    description = _description(
+        server={"command": ["{python}", "-c", "raise SystemExit(3)"], "ports": ["web"]},
+        links={"web": {"env": "STORE_URL", "port": "web"}},
+    )
+    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
+    with pytest.raises(errors.EnvironmentProblem, match="exited before it was ready"):
+        server.start()
+
+
+def test_store_faults_name_a_link_and_strike_like_link_faults() -> None:
+    step = spec.parse("store_cut@world:tool.effect#2?link=temporal&reset_peer=true&heal_after_s=5")
+    assert step.params == {"link": "temporal", "reset_peer": True, "heal_after_s": 5}
+    assert spec.parse(step.label()) == step
+    assert spec.STORE == {"store_cut", "store_response_lost", "server_restart"}
+    with pytest.raises(errors.CrashcertError, match="link name"):
+        spec.parse("store_cut@tool.started#1?link=Temporal")
+    with pytest.raises(errors.CrashcertError, match="exclude each other"):
+        spec.parse("store_cut@tool.started#1?reset_peer=true&latency_ms=50")
+    with pytest.raises(errors.CrashcertError, match="reads only"):
+        spec.parse("server_restart@tool.started#1?link=temporal")
+    assert spec.parse("store_response_lost@world:tool.effect#1").action == "store_response_lost"
