@@ -24,7 +24,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.engines import adapter, status_server
+from harness.engines import adapter, placeholders, status_server
 from harness.engines import capabilities as capabilities_module
 from harness.inputs import validation
 
@@ -100,6 +100,16 @@ class EngineDescription(pydantic.BaseModel):
     # Optional: what the engine offers (tool transports, approve, cancel, purge, streaming);
     # unset fields follow the commands present (harness/engines/capabilities.py).
     capabilities: capabilities_module.Capabilities | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _placeholders(self) -> EngineDescription:
+        for command in placeholders.ALLOWED:
+            argv = getattr(self, command, None)
+            if command == "version" and self.framework is not None:
+                argv = self.framework.version
+            if argv:
+                placeholders.check(command, argv)
+        return self
 
     @pydantic.field_validator("boundaries")
     @classmethod
