@@ -9,6 +9,9 @@ import pytest
 
 from tests.hostile import catalog, forked, inputs
 
+# Each case forks a child of this interpreter; one runs the installed script.
+pytestmark = pytest.mark.processes
+
 _NAMES = [case.name for case in catalog.CASES]
 
 
