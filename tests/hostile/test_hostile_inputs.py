@@ -38,3 +38,22 @@ def test_the_forked_runner_sees_what_a_shell_sees(tmp_path: pathlib.Path) -> Non
     assert forked_outcome.exit_code == process.exit_code
     last = [o.output.strip().splitlines()[-1] for o in (forked_outcome, process)]
     assert last[0].replace("/fork/", "/") == last[1].replace("/process/", "/")
+
+
+def test_the_classes_are_counted_honestly(tmp_path: pathlib.Path) -> None:
+    """A fine input claimed to be refused counts as accepted silently, a run that reaches
+    the lab too, and a refusal claimed to be fine as a wrong outcome: the table cannot be
+    green by construction."""
+    fine = {"s.yaml": inputs.scenario()}
+    validate = ["scenarios", "validate", "s.yaml"]
+    silent = forked.run(inputs.Case("fine, said bad", validate, fine), tmp_path / "a")
+    assert silent.outcome_class == inputs.SILENT
+    lab = forked.run(inputs.Case("runs", ["run", "--scenario", "refund"]), tmp_path / "b")
+    assert lab.outcome_class == inputs.SILENT and lab.exit_code == inputs.LAB_EXIT
+    bad = {"s.yaml": "[1]\n"}
+    wrong = forked.run(
+        inputs.Case("bad, said fine", validate, bad, expect=inputs.OK), tmp_path / "c"
+    )
+    assert wrong.outcome_class == inputs.WRONG
+    unsaid = inputs.Case("refused for another reason", validate, bad, says="nothing like this")
+    assert forked.run(unsaid, tmp_path / "d").outcome_class == inputs.WRONG
