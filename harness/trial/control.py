@@ -174,7 +174,7 @@ def remove_stale(tmpdir: str) -> list[str]:
     """Control directories of a crashcert that died without cleaning up (SIGKILL, OOM): each
     is named after its owner's pid, and one of our user's whose owner is gone is removed
     here, by the next trial of any crashcert. A pid that lives again keeps its directory."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(tmpdir))
     except OSError:

@@ -35,6 +35,7 @@ _UNREAD = {
 }
 _VALUES = {
     "after_chunks": "2",
+    "grace_ms": "500",
     "heal_after_s": "1",
     "heal_at": "tool.settled#1",
     "latency_ms": "100",

@@ -28,6 +28,7 @@ from tests.hostile import inputs
 
 
 def prepare(case: inputs.Case, directory: pathlib.Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
     for name, content in case.files.items():
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)

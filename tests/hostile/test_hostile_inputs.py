@@ -47,9 +47,10 @@ def test_the_classes_are_counted_honestly(tmp_path: pathlib.Path) -> None:
     fine = {"s.yaml": inputs.scenario()}
     validate = ["scenarios", "validate", "s.yaml"]
     silent = forked.run(inputs.Case("fine, said bad", validate, fine), tmp_path / "a")
-    assert silent.outcome_class == inputs.SILENT
+    assert silent.outcome_class == inputs.SILENT, silent.output[-2000:]
     lab = forked.run(inputs.Case("runs", ["run", "--scenario", "refund"]), tmp_path / "b")
-    assert lab.outcome_class == inputs.SILENT and lab.exit_code == inputs.LAB_EXIT
+    assert lab.outcome_class == inputs.SILENT, lab.output[-2000:]
+    assert lab.exit_code == inputs.LAB_EXIT
     bad = {"s.yaml": "[1]\n"}
     wrong = forked.run(
         inputs.Case("bad, said fine", validate, bad, expect=inputs.OK), tmp_path / "c"
