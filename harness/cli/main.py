@@ -221,8 +221,8 @@ def run(
     )
     restarts = any(step.action == "pg_restart" for step in spec.plan)
     options.refuse_pg_restart(pg_dsn, asked=restarts, how=f"scenario {scenario.name}'s faults")
-    out_dir = options.new_out_dir(out)  # before the lab: a bad --out costs nothing
     network = options.private_network(pg_dsn)
+    out_dir = options.new_out_dir(out)  # before the lab: a bad --out costs nothing
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         trial_lab = lab.as_black_box() if black_box else lab
