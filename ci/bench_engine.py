@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 
+import psutil
 import psycopg
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -66,13 +67,13 @@ def make_input(world: world_module.World) -> inputs.RunInput:
     )
 
 
-def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> dict[str, float]:
+def bench_engine(
+    dsn: str, *, runs: int, workers: int, scenario_name: str, server_pid: int | None
+) -> dict[str, float]:
     scenario = schema.find(scenario_name)
     with world_module.World(scenario) as world:
         db = connection.Connector(dsn)
         migrations.migrate(db)
-        for _ in range(runs):
-            commands.create_run(db, make_input(world))
         env = {key: value for key, value in os.environ.items() if not key.startswith("CRASHCERT_")}
         env.update(
             world.env(),
@@ -81,9 +82,6 @@ def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> di
             CRASHCERT_POLL_MS="10",
             PYTHONPATH=str(REPO),
         )
-        with psycopg.connect(dsn) as conn:
-            commits_before = _xact_commits(conn)
-        started = time.monotonic()
         processes = [
             subprocess.Popen(
                 [sys.executable, "-m", "reference_engine", "worker"],
@@ -94,7 +92,16 @@ def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> di
             for i in range(workers)
         ]
         try:
+            # Warm and idle first: the figures are the engine's, not Python's start-up.
+            _wait_connected(dsn, workers)
+            cpu_before = _cpu(processes, server_pid)
+            with psycopg.connect(dsn) as conn:
+                commits_before = _xact_commits(conn)
+            started = time.monotonic()
+            for _ in range(runs):
+                commands.create_run(db, make_input(world))
             elapsed = _wait_all_terminal(dsn, runs, started)
+            cpu = {k: v - cpu_before[k] for k, v in _cpu(processes, server_pid).items()}
         finally:
             for process in processes:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -121,7 +128,39 @@ def bench_engine(dsn: str, *, runs: int, workers: int, scenario_name: str) -> di
         "transitions_per_s": transitions / elapsed,
         "xact_commits_per_s": commits / elapsed,
         "statuses": statuses,  # type: ignore[dict-item]
+        **{f"cpu_ms_per_transition_{k}": 1000 * v / max(transitions, 1) for k, v in cpu.items()},
     }
+
+
+def _cpu(processes: list[subprocess.Popen[bytes]], server_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far: the workers, Postgres (postmaster and backends), this process
+    (the world answers in its threads)."""
+
+    def total(process: psutil.Process) -> float:
+        t = process.cpu_times()
+        return float(t.user + t.system + t.children_user + t.children_system)
+
+    out = {"workers": sum(total(psutil.Process(p.pid)) for p in processes)}
+    if server_pid is not None:
+        root = psutil.Process(server_pid)
+        out["postgres"] = sum(total(p) for p in [root, *root.children(recursive=True)])
+    out["world_and_bench"] = total(psutil.Process())
+    return out
+
+
+def _wait_connected(dsn: str, workers: int, timeout: float = 120.0) -> None:
+    """Until every worker has a session open (imported, connected, polling)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(DISTINCT application_name) FROM pg_stat_activity "
+                "WHERE application_name LIKE 'worker bench-%%'"
+            ).fetchone()
+            if row and row[0] >= workers:
+                return
+            time.sleep(0.05)
+    raise RuntimeError("workers did not connect")
 
 
 def _xact_commits(conn: psycopg.Connection[tuple[object, ...]]) -> int:
@@ -195,8 +234,13 @@ def main() -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
         dsn = server.database_dsn(name)
         try:
+            pid = getattr(server, "postmaster_pid", lambda: None)()
             engine = bench_engine(
-                dsn, runs=args.runs, workers=args.workers, scenario_name=args.scenario
+                dsn,
+                runs=args.runs,
+                workers=args.workers,
+                scenario_name=args.scenario,
+                server_pid=pid,
             )
             tps = bench_pgbench(dsn, clients=4, seconds=args.pgbench_seconds)
         finally:
@@ -217,6 +261,12 @@ def main() -> None:
         f"  committed transitions/s: {engine['transitions_per_s']:.1f} "
         f"({engine['transitions']} transitions; {engine['xact_commits_per_s']:.1f} "
         "xact commits/s incl. reads)"
+    )
+    cpu = {k[len("cpu_ms_per_transition_") :]: v for k, v in engine.items() if "cpu_ms" in k}
+    print(
+        "  CPU per transition, ms: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+        + f"; total {sum(cpu.values()):.2f}"
     )
     print(f"pgbench single-row UPDATE, 4 clients: {tps} TPS")
     if tps:

@@ -22,6 +22,13 @@ def reconcile(
     return changed
 
 
+def work_waiting(db: connection.Connector) -> bool:
+    """Whether `reconcile` or a claim could find anything now (one cheap statement): an
+    idle worker polls with this and runs both passes only when it says so."""
+    row = db.one("work_waiting")
+    return bool(row and row["waiting"])
+
+
 def recover_expired(tx: events.Tx, row: dict[str, Any], *, backoff_ms: int) -> str:
     """One run whose lease expired, or whose holder's session ended: its new status."""
     run_id = str(row["id"])

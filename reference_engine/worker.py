@@ -77,6 +77,9 @@ class Worker:
             # a worker stopped inside a transaction must not hold the run's row forever
             idle_in_transaction_ms=max(2 * settings.lease_ms, 1000),
         )
+        self.heartbeat_db = heartbeat_module.connector(
+            settings.database_url, worker_id=settings.worker_id, lease_ms=settings.lease_ms
+        )
         self.runs = transitions.Transitions(self.db, reporter=self.reporter, redact=settings.redact)
         backoff = services.Backoff(
             settings.backoff_ms, settings.max_backoff_ms, settings.retry_limit
@@ -113,8 +116,13 @@ class Worker:
 
     def run(self, *, once: bool = False) -> int:
         delay = self._db_backoff()
+        idle = False
         while not self.stopping.is_set():
             try:
+                # Idle: one statement per poll until there is something a pass could take.
+                if idle and not maintenance.work_waiting(self.db):
+                    self.stopping.wait(self.settings.poll_ms / 1000.0)
+                    continue
                 maintenance.reconcile(
                     self.db,
                     redact=self.settings.redact,
@@ -127,6 +135,7 @@ class Worker:
                 self.stopping.wait(next(delay))
                 continue
             delay = self._db_backoff()
+            idle = lease is None
             if lease is None:
                 if once:
                     break
@@ -138,6 +147,7 @@ class Worker:
 
     def close(self) -> None:
         self.db.close()
+        self.heartbeat_db.close()
         self.services.close()
         self.model.close()
         self.telemetry.close()
@@ -151,7 +161,7 @@ class Worker:
 
     def process(self, lease: leases.Lease) -> None:
         heartbeat = heartbeat_module.Heartbeat(
-            self.settings.database_url, lease, lease_ms=self.settings.lease_ms
+            self.heartbeat_db, lease, lease_ms=self.settings.lease_ms
         ).start()
         memo = Memo()
         delay = self._db_backoff()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from harness.checkers import verdict as verdict_module
+from harness.engines import capabilities
 from harness.faults import spec as fault_spec
 from harness.lab import shared
 from harness.planning import plan
@@ -32,11 +33,14 @@ class MatrixResult:
     # Every trial of the whole plan, (scenario, label) in order, whichever shard runs it.
     planned: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     jobs: str = ""  # how many fault trials ran at once, as the summary says it
+    # Scenario -> the capabilities it needs and the engine does not offer: not run, and
+    # the matrix cannot vouch for it (INCONCLUSIVE, never FAIL).
+    not_run: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def verdict(self) -> verdict_module.Verdict:
         verdicts = [outcome.verdict for outcome in self.outcomes]
-        if self.unreached:
+        if self.unreached or self.not_run:
             verdicts.append(verdict_module.Verdict.INCONCLUSIVE)
         return verdict_module.worst(verdicts)
 
@@ -69,7 +73,11 @@ def run_matrix(
     counter = _Counter(progress)
     specs: list[runner.TrialSpec] = []
     traces: list[list[tuple[str, int]]] = []
+    offers = capabilities.offered(lab.engine)
     for reference, scenario in scenarios:
+        if lacking := capabilities.missing(scenario, offers):
+            result.not_run[scenario.name] = lacking
+            continue
         base = runner.TrialSpec(
             scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
         )

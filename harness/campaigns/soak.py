@@ -24,6 +24,7 @@ from typing import Any
 from harness import checkers, errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
+from harness.engines import blackbox as blackbox_engine
 from harness.lab import database_links, shared
 from harness.lab import launcher as launcher_module
 from harness.record import history
@@ -144,6 +145,7 @@ def run_soak(
     for report in reports.values():
         statuses[report.status] = statuses.get(report.status, 0) + 1
     stuck = [key for key, run_id in run_ids.items() if not _terminal(reports.get(run_id))]
+    blackbox_engine.done_with(engine, dsn)
     lab.drop_database(database)
     return SoakResult(
         seed=seed,

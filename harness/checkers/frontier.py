@@ -145,13 +145,14 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     unknowns = []
     if not judged_hits and not judged_rows:
         unknowns.append("no hit carries detail.frontier_version and no checkpoints table")
-    return verdict.decide(
+    result = verdict.decide(
         INVARIANT,
         failures=failures,
         notes=notes,
         unknowns=unknowns,
         passed=_held([c.observation for c in hits], rows, len(reports)),
     )
+    return result.model_copy(update={"durable": bool(judged_rows)})
 
 
 def _held(hits: list[Observation], rows: list[Observation], snapshots: int) -> str:

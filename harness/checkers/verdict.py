@@ -43,6 +43,10 @@ class CheckResult(pydantic.BaseModel):
     summary: str  # one line
     # Precise facts: which call, which key, counts expected vs seen, ledger seq numbers.
     evidence: list[str] = pydantic.Field(default_factory=list)
+    # Whether the verdict rests on a durable record the engine exported (its checkpoints
+    # table) rather than only on what its hits say of themselves; None: the checker does
+    # not say. Certify counts a frontier PASS without it as self-reported.
+    durable: bool | None = None
 
     @pydantic.field_validator("summary")
     @classmethod

@@ -19,7 +19,7 @@ from harness.checkers import judge
 from harness.checkers import verdict as verdict_module
 from harness.cli import certify, explore, incident, merge, options
 from harness.contract import run_report
-from harness.engines import commands
+from harness.engines import capabilities, commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
 from harness.lab.postgres import dsn as pg_dsn
@@ -94,6 +94,15 @@ def matrix(
     engine = commands.find(engine_ref)
     scenarios = options.scenarios(scenario_names)
     out_dir = options.new_out_dir(out)
+    offers = capabilities.offered(engine)
+    if all(capabilities.missing(scenario, offers) for _, scenario in scenarios):
+        # nothing the engine can run: no cluster to start, the matrix vouches for nothing
+        result = matrix_module.MatrixResult(
+            not_run={s.name: capabilities.missing(s, offers) for _, s in scenarios}
+        )
+        report.print_summary([], console=console, not_run=result.not_run)
+        _write_reports([], result, json_path, junit_path)
+        sys.exit(result.verdict.exit_code)
     network = options.private_network(pg_dsn)
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(
@@ -133,7 +142,9 @@ def matrix(
                 progress=progress,
                 shard=shard,
             )
-    report.print_summary(result.outcomes, console=console, unreached=result.unreached)
+    report.print_summary(
+        result.outcomes, console=console, unreached=result.unreached, not_run=result.not_run
+    )
     durations = sorted(o.history.ended_at - o.history.started_at for o in result.outcomes)
     median = durations[len(durations) // 2] if durations else 0.0
     console.print(
@@ -144,7 +155,8 @@ def matrix(
     github.publish(
         f"crashcert matrix {engine.name}: {result.verdict.value}",
         [f"{len(result.outcomes)} trials in {result.wall_s:.1f}s (jobs {result.jobs})."]
-        + ([f"Declared but never reached: {unreached}."] if unreached else []),
+        + ([f"Declared but never reached: {unreached}."] if unreached else [])
+        + [line.strip() + "." for line in report.not_run_lines(result.not_run)],
         github.from_records(report.outcome_json(outcome) for outcome in result.outcomes),
     )
     record = None
@@ -162,6 +174,7 @@ def matrix(
         out_dir,
         [timeline.view_of_outcome(outcome) for outcome in result.outcomes],
         unreached=result.unreached,
+        not_run=result.not_run,
     )
     console.print(f"report: {page}")
     sys.exit(result.verdict.exit_code)
@@ -182,6 +195,7 @@ def _write_reports(
             unreached=result.unreached,
             wall_s=result.wall_s,
             shard=shard,
+            not_run=result.not_run,
         )
     if junit_path:
         report.write_junit(pathlib.Path(junit_path), outcomes)
@@ -212,6 +226,15 @@ def run(
     """Run one scenario under one fault plan and print every invariant's verdict."""
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
+    lacking = capabilities.missing(scenario, capabilities.offered(engine))
+    if lacking:  # not run, so it proves nothing either way: INCONCLUSIVE, never FAIL
+        console.print(
+            terminal.line(
+                terminal.verdict(verdict_module.Verdict.INCONCLUSIVE),
+                " " + capabilities.not_run_note(scenario, lacking),
+            )
+        )
+        sys.exit(verdict_module.Verdict.INCONCLUSIVE.exit_code)
     spec = trial_module.TrialSpec.under(
         scenario,
         fault_texts or scenario.faults,

@@ -108,6 +108,7 @@ def _matrix(
         [timeline.load_view(directory) for directory in held],
         unreached=document["unreached"],
         title=f"crashcert matrix ({len(reports)} shards merged)",
+        not_run=document["not_run"],
     )
     verdict = verdict_module.Verdict(document["verdict"])
     labelled = [(t["scenario"], t["label"], verdict_module.Verdict(t["verdict"])) for t in trials]
@@ -120,6 +121,8 @@ def _matrix(
                     f" {trial['scenario']} {trial['label']}\n  rerun: {trial['repro']}",
                 )
             )
+    for line in summary.not_run_lines(document["not_run"]):
+        console.print(terminal.line(terminal.verdict(verdict_module.Verdict.INCONCLUSIVE), line))
     unreached = ", ".join(document["unreached"])
     github.publish(
         f"crashcert matrix ({len(reports)} shards merged): {verdict.value}",

@@ -48,6 +48,16 @@ class BlackBoxEngine:
     def export(self, dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]] | None:
         return self._engine.export(dsn, run_id)
 
+    def done_with(self, dsn: str) -> None:
+        done_with(self._engine, dsn)
+
+
+def done_with(engine: Any, dsn: str) -> None:
+    """Tell an engine adapter that has the hook (an in-process one keeps a connection)."""
+    hook = getattr(engine, "done_with", None)
+    if hook is not None:
+        hook(dsn)
+
 
 def declared_boundaries(engine: adapter.EngineAdapter) -> tuple[str, ...]:
     """The points the engine's description declares, also when it runs as a black box."""

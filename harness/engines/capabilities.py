@@ -81,3 +81,12 @@ def missing(scenario: schema.Scenario, engine_offers: frozenset[str] | None) -> 
     if engine_offers is None:
         return []
     return [name for name in needs(scenario) if name not in engine_offers]
+
+
+def not_run_note(scenario: schema.Scenario, lacking: list[str]) -> str:
+    """One line saying why a scenario was not run (`crashcert run` and `matrix`)."""
+    unproven = "; ".join(f"{name}: {UNPROVEN.get(name, name)}" for name in lacking)
+    return (
+        f"{scenario.name} not run: it needs {', '.join(lacking)}, which the engine does not "
+        f"offer (capabilities in its description); unproven: {unproven}"
+    )

@@ -260,6 +260,12 @@ class CommandEngine:
             )
         return self._server
 
+    def done_with(self, dsn: str) -> None:
+        """The harness is done with this database: the adapter may close what it kept."""
+        function = self._in_process("forget")
+        if function is not None:
+            _call(self.name, "forget", function, dsn)
+
     def close(self) -> None:
         """Stops the status server, if one was started."""
         if self._server is not None:

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from harness import errors
 from harness.engines import adapter
 from harness.lab import processes, spawner
 from harness.record import history
@@ -46,6 +47,10 @@ class Launcher:
         self._count = 0
         self._lock = threading.Lock()
         self.workers = processes.WorkerSet()
+        # Held across a start, so close() stops a worker started (by a late fault strike)
+        # while the trial was closing, and no start begins after it.
+        self._starting = threading.Lock()
+        self._closed = False
         # Each worker id's DSN (its own proxy), reused when a worker restarts under its id.
         self._dsns: dict[str, str] = {}
         # Each worker id's world variables as given (its own proxies when links are cut).
@@ -84,22 +89,27 @@ class Launcher:
 
     def start(self, *, worker_id: str | None = None) -> processes.Worker:
         """A new worker process; `worker_id` reuses an id (a restart under the same id)."""
-        worker_id = worker_id or self._next_id()
-        worker = processes.Worker(
-            worker_id,
-            self._engine.worker_command(),
-            env=self.environment(worker_id),
-            log_dir=self._log_dir,
-            cwd=self._engine.cwd,
-            forkserver=self._forkserver,
-        )
-        self.workers.add(worker)
-        self._recorder.append(
-            history.WorkerEvent(event="started", worker_id=worker_id, pid=worker.pid)
-        )
-        return worker
+        with self._starting:
+            if self._closed:
+                raise errors.CrashcertError("the trial's workers are stopped: no new worker")
+            worker_id = worker_id or self._next_id()
+            worker = processes.Worker(
+                worker_id,
+                self._engine.worker_command(),
+                env=self.environment(worker_id),
+                log_dir=self._log_dir,
+                cwd=self._engine.cwd,
+                forkserver=self._forkserver,
+            )
+            self.workers.add(worker)
+            self._recorder.append(
+                history.WorkerEvent(event="started", worker_id=worker_id, pid=worker.pid)
+            )
+            return worker
 
     def close(self) -> None:
+        with self._starting:
+            self._closed = True
         self.workers.close()
         for worker in self.workers.all():
             self._recorder.append(

@@ -25,6 +25,7 @@ def print_summary(
     *,
     console: rich.console.Console,
     unreached: list[str] | None = None,
+    not_run: dict[str, list[str]] | None = None,
 ) -> None:
     cells: dict[tuple[str, str], list[verdict_module.Verdict]] = collections.defaultdict(list)
     scenarios: list[str] = []
@@ -62,6 +63,16 @@ def print_summary(
                 f" declared but never reached by any scenario: {', '.join(unreached)}",
             )
         )
+    for line in not_run_lines(not_run or {}):
+        console.print(terminal.line(terminal.verdict(verdict_module.Verdict.INCONCLUSIVE), line))
+
+
+def not_run_lines(not_run: dict[str, list[str]]) -> list[str]:
+    """A line per scenario not run for a capability the engine does not offer."""
+    return [
+        f" {name} not run: needs {', '.join(lacking)}, which the engine does not offer"
+        for name, lacking in not_run.items()
+    ]
 
 
 def scenario_rows(trials: Iterable[tuple[str, str, verdict_module.Verdict]]) -> list[narrow.Row]:
@@ -106,11 +117,13 @@ def write_json(
     unreached: list[str],
     wall_s: float,
     shard: dict[str, Any] | None = None,
+    not_run: dict[str, list[str]] | None = None,
 ) -> None:
     document: dict[str, Any] = {
         "verdict": verdict.value,
         "trials": [outcome_json(outcome) for outcome in outcomes],
         "unreached": unreached,
+        "not_run": not_run or {},
         "wall_s": round(wall_s, 3),
     }
     if shard is not None:  # what `crashcert merge` checks and orders the shards by

@@ -374,6 +374,7 @@ def matrix_page(
     title: str = "crashcert matrix",
     unreached: list[str] | None = None,
     links: dict[str, str] | None = None,
+    not_run: dict[str, list[str]] | None = None,
 ) -> str:
     """The scenario x boundary grid, each cell linking to its trials' sections below.
 
@@ -404,10 +405,11 @@ def matrix_page(
     return _render(
         "matrix.html",
         title=title,
-        overall=_overall(views, unreached),
+        overall=_overall(views, [*(unreached or []), *(not_run or {})]),
         count=len(views),
         summary=summary,
         unreached=unreached or [],
+        not_run=not_run or {},
         scenarios=scenarios,
         rows=rows,
         sections=sections,
@@ -443,6 +445,7 @@ def write_matrix_report(
     *,
     unreached: list[str] | None = None,
     title: str = "crashcert matrix",
+    not_run: dict[str, list[str]] | None = None,
 ) -> pathlib.Path:
     """Each trial's own page in its directory, and the matrix page in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -458,7 +461,8 @@ def write_matrix_report(
             except ValueError:
                 links[view.history.trial_id] = page.resolve().as_uri()
     path = out_dir / MATRIX_PAGE
-    path.write_text(matrix_page(views, title=title, unreached=unreached, links=links))
+    html = matrix_page(views, title=title, unreached=unreached, links=links, not_run=not_run)
+    path.write_text(html)
     return path
 
 

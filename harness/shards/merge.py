@@ -149,6 +149,7 @@ class ShardDocument(_Open):
     wall_s: float = pydantic.Field(default=0.0, ge=0.0, allow_inf_nan=False)
     verdict: Verdict | None = None
     unreached: list[str] = pydantic.Field(default_factory=list)
+    not_run: dict[str, list[str]] = pydantic.Field(default_factory=dict)
     verdicts: dict[str, Count] | None = None  # an exploration's tally
     seed: int | None = pydantic.Field(default=None, ge=-(2**63), le=2**63 - 1)
 
@@ -220,13 +221,18 @@ def merge(reports: list[ShardReport]) -> dict[str, Any]:
     ordered = [trials[key] for key in planned]
     unreached = sorted({point for r in reports for point in r.document.get("unreached", [])})
     verdicts = [verdict.Verdict(trial["verdict"]) for trial in ordered]
-    if unreached:
+    # every shard gates the same scenarios (the engine's description decides)
+    not_run = {
+        name: lacking for r in reports for name, lacking in r.document.get("not_run", {}).items()
+    }
+    if unreached or not_run:
         verdicts.append(verdict.Verdict.INCONCLUSIVE)
     first = reports[0].meta
     return {
         "verdict": verdict.worst(verdicts).value,
         "trials": ordered,
         "unreached": unreached,
+        "not_run": not_run,
         # the shards ran at once: the slowest one is the matrix's wall time
         "wall_s": max(float(r.document.get("wall_s", 0.0)) for r in reports),
         "merged": {

@@ -43,6 +43,7 @@ from harness.record import recorder as recorder_module
 from harness.scenario import schema
 from harness.trial import actions, control, interrupt, retention
 from harness.trial import artifacts as store
+from harness.trial import closing as closing_module
 from harness.world import world as world_module
 
 log = logging.getLogger(__name__)
@@ -209,12 +210,14 @@ def _execute(
     dsn = lab.clone_database(database)
     with contextlib.ExitStack() as stack:
         stack.callback(_quietly, lab.drop_database, database)
+        stack.callback(_quietly, blackbox_engine.done_with, engine, dsn)  # before the drop
+        closing = closing_module.Closing()
         world = world_module.World(spec.scenario)
         world.start()
-        stack.callback(world.stop)
+        stack.callback(closing.finish, world.stop)
         recorder = recorder_module.Recorder(world.counter)
         proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
-        stack.callback(proxies.close)
+        stack.callback(closing.finish, proxies.close)
         # Only for a plan that cuts a world link or skews a clock: others keep it direct.
         links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
         if links is not None:
@@ -225,7 +228,7 @@ def _execute(
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)  # its logs and history are this user's alone
         server = control.ControlServer(recorder).start()
-        stack.callback(server.stop)
+        stack.callback(closing.finish, server.stop)
         launcher = launcher_module.Launcher(
             engine,
             world_env=world.env(),
@@ -292,6 +295,12 @@ def _execute(
             snapshot = world.snapshot()
             trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
             trial.foreign = snapshot.foreign
+            # Every worker is dead and recorded, the faults healed: what stops now decides
+            # nothing, so it stops while the final report and tables are read.
+            if launcher.workers.alive():
+                raise errors.CrashcertError("a worker outlived the trial's teardown")
+            for stop in (world.stop, server.stop, proxies.close):
+                closing.begin(stop)
         if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)

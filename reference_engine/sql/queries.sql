@@ -270,6 +270,24 @@ ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
+-- name: work_waiting
+-- An idle worker's poll, one autocommit statement, no row locked: could a reconcile or a
+-- claim find anything? True for every run a pass might take: a pending run (claimable now,
+-- or dead-lettered for want of attempts), a lapsed lease, and one whose holder's advisory
+-- lock nobody holds any more (its session ended). When false, neither pass could act; when
+-- true, they run as before and decide. Only where this says false is a poll cheaper.
+SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'pending')
+    OR EXISTS (
+        SELECT 1 FROM runs
+        WHERE status = 'running'
+          AND CASE WHEN lease_expires_at < clock_timestamp() THEN true
+                   WHEN NOT lease_locked THEN false
+                   ELSE NOT EXISTS (SELECT 1 FROM pg_locks l
+                                    WHERE l.locktype = 'advisory' AND l.granted
+                                      AND l.classid = 1668440436::oid
+                                      AND l.objid = hashtext(runs.id::text)::oid
+                                      AND l.objsubid = 2) END) AS waiting;
+
 -- name: exhausted_pending
 -- Released runs that have used all their attempts can never be claimed again.
 SELECT id FROM runs

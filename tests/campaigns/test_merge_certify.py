@@ -36,7 +36,7 @@ def _record(mode: str, label: str, *, failing: str | None = None, struck: bool =
         {
             "invariant": name,
             "verdict": "FAIL" if name == failing else "PASS",
-            "summary": recorded_checks.summary(name),
+            **recorded_checks.fields(name),
         }
         for name in checkers.INVARIANTS
     ]

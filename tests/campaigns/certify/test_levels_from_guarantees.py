@@ -12,7 +12,7 @@ import pytest
 
 from harness import checkers
 from harness.campaigns import cert_trial, certify, coverage
-from harness.checkers import frontier, levels
+from harness.checkers import frontier, levels, verdict
 from harness.faults import spec as fault_spec
 from harness.shards import merge_certify
 from tests.campaigns import recorded_checks
@@ -29,7 +29,7 @@ def _trial(mode: str, label: str, fault: str, failing: tuple[str, ...] = ()) -> 
         {
             "invariant": name,
             "verdict": "FAIL" if name in failing else "PASS",
-            "summary": recorded_checks.summary(name),
+            **recorded_checks.fields(name),
         }
         for name in checkers.INVARIANTS
     ]
@@ -185,5 +185,22 @@ def test_a_frontier_checked_against_the_checkpoints_table_is_not() -> None:
     trial.engine_tables = {"checkpoints": test_check_frontier.CLEAN_ROWS}
     result = frontier.check(trial.build())
     assert result.verdict.value == "PASS"
-    assert cert_trial.DURABLE_FRONTIER in result.summary  # the wording certify reads
-    assert cert_trial.DURABLE_FRONTIER not in frontier.check(builders.clean()).summary
+    assert result.durable is True  # the field certify reads
+    assert frontier.check(builders.clean()).durable is False  # hits only
+
+
+def test_self_reported_reads_the_durable_field_not_the_summary_wording() -> None:
+    """Certify once matched the words 'checkpoint rows from v' in the summary: a summary
+    that says so without a judged table counted as durable, and a durable PASS worded
+    otherwise as self-reported."""
+
+    def counted(**fields: Any) -> cert_trial.Counted:
+        result = verdict.CheckResult(invariant=FRONTIER, verdict=verdict.Verdict.PASS, **fields)
+        return merge_certify.RecordedTrial(
+            mode="boundary", fault_class="baseline", record={}, results=(result,), directory="/x"
+        )
+
+    worded = counted(summary="4 checkpoint rows from v1 to v4, each step an allowed transition")
+    assert worded.self_reported(FRONTIER)  # the words alone prove nothing durable
+    assert not counted(summary="judged the exported table", durable=True).self_reported(FRONTIER)
+    assert counted(summary="5 committed hits from v1 to v5", durable=False).self_reported(FRONTIER)

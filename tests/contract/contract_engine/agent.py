@@ -18,6 +18,9 @@ from . import world
 from .store import Fenced, Lease, Store
 
 SETTLED = {"succeeded", "failed", "outcome_unknown", "rejected", "cancelled"}
+# Waits before sending a not-applied tool call again under the same lease (~6 s in all:
+# longer than a healed cut or a short outage); then the call is tried again later.
+RETRY_WAITS_S = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0)
 
 
 class RetryLater(Exception):
@@ -183,7 +186,8 @@ class Worker:
         # process committed but never sent (its connection was lost) keeps its reservation.
         reserve = not (call["state"] == "started" and mine in self.unsent)
         if reserve and run["tool_calls_used"] >= run["tool_calls_limit"]:
-            return self.settle(lease, call, "rejected", world.error("tool call budget exhausted"))
+            # CONTRACT s. 3 (budgets): the call is never sent and the run ends there.
+            return self.finish(lease, "budget_exhausted", "tool_calls")
         with self.store.step(lease, "tool.started", **tool_detail(call)) as step:
             step.execute("start_tool_call", key=call["key"], fingerprint=decl.get("fingerprint"))
             if reserve:
@@ -193,6 +197,13 @@ class Worker:
         self.unsent.discard(mine)
         with self.store.kept(lease):
             status, body = world.call_tool(call["name"], call["arguments"], call["key"])
+            for wait in RETRY_WAITS_S:  # one logical call: the same key, no new budget
+                if not retryable(decl, status):
+                    break
+                time.sleep(wait)
+                status, body = world.call_tool(call["name"], call["arguments"], call["key"])
+        if retryable(decl, status):  # still not applied: never settled failed (CONTRACT s. 5)
+            raise RetryLater(f"tool answered {status}")
         world.report("tool.returned", lease.run_id, tool_detail(call))
         self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
 
@@ -247,6 +258,12 @@ class Worker:
     ) -> None:
         with self.store.step(lease, "run.finished") as step:
             step.execute("finish", status=status, reason=reason, delivery_state=delivery_state)
+
+
+def retryable(decl: dict[str, Any], status: int) -> bool:
+    """Safe to send again with the same key: a 503 says not applied (CONTRACT s. 3); a
+    request that got no answer (a cut link) may be resent to a replayable tool."""
+    return status == 503 or (status == 0 and decl["replay"] == "replayable")
 
 
 def tool_detail(call: dict[str, Any]) -> dict[str, str]:
