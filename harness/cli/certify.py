@@ -102,7 +102,7 @@ def certify(
     level than the engine earned, 3 when a trial ended ERROR (the harness or environment broke).
     A shard's level is its trials' only: `crashcert merge` certifies the whole.
     """
-    shard = shard_module.parse(shard_text) if shard_text else None
+    shard = shard_module.parse(shard_text) if shard_text is not None else None  # '' too
     if quick and faults:
         raise click.UsageError("--quick is a declared set of faults: give it or --faults")
     fault_classes = fault_spec.parse_classes(faults) if faults else None

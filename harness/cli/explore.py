@@ -25,17 +25,41 @@ console = terminal.make_console()
 @click.command()
 @options.engine_option
 @options.scenario_option(required=True)
-@click.option("--examples", default=50, show_default=True, help="Fault schedules to generate.")
+@click.option(
+    "--examples",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 100_000),  # refused before a cluster starts
+    help="Fault schedules to generate.",
+)
 @click.option("--seed", default=0, show_default=True, help="Decides the generated schedules.")
 @click.option("--faults", default="kill,pause", show_default=True, help=options.FAULTS_DRAWN_HELP)
-@click.option("--max-faults", default=3, show_default=True, help="Most faults per schedule.")
+@click.option(
+    "--max-faults",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="Most faults per schedule.",
+)
 @click.option(
     "--points",
     default=None,
     help="Only fault these boundaries (comma-separated names, e.g. tools.pending,reply.sent).",
 )
-@click.option("--shrink-budget", default=12, show_default=True, help="Most trials spent shrinking.")
-@click.option("--replays", default=2, show_default=True, help="Fresh replays of the minimum.")
+@click.option(
+    "--shrink-budget",
+    default=12,
+    show_default=True,
+    type=click.IntRange(0, 10_000),
+    help="Most trials spent shrinking.",
+)
+@click.option(
+    "--replays",
+    default=2,
+    show_default=True,
+    type=click.IntRange(0, 100),
+    help="Fresh replays of the minimum.",
+)
 @options.out_option
 @options.file_option("--json", "json_path", "Write a JSON summary here.")
 @options.shard_option
@@ -63,8 +87,9 @@ def explore(
     """
     from harness.campaigns import explore as explore_module  # Hypothesis: only when exploring
 
-    shard = shard_module.parse(shard_text) if shard_text else None
+    shard = shard_module.parse(shard_text) if shard_text is not None else None  # '' too
     fault_classes = fault_spec.parse_classes(faults)
+    options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
     faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
     point_names = plan_module.parse_points(points)
     scenario = scenario_module.find(scenario_name)

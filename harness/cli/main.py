@@ -86,8 +86,9 @@ def matrix(
     pg_dsn: str | None,
 ) -> None:
     """Kill workers at every boundary of every scenario, then check every invariant."""
-    shard = shard_module.parse(shard_text) if shard_text else None
+    shard = shard_module.parse(shard_text) if shard_text is not None else None  # '' too
     fault_classes = fault_spec.parse_classes(faults)
+    options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
     clock_note = faketime.require(fault_classes)  # no libfaketime: say so once, here
     point_names = plan_module.parse_points(points)
     engine = commands.find(engine_ref)
@@ -241,11 +242,14 @@ def run(
         scenario_ref=scenario_name,
         engine_ref=engine_ref,
     )
+    restarts = any(step.action == "pg_restart" for step in spec.plan)
+    options.refuse_pg_restart(pg_dsn, asked=restarts, how=f"scenario {scenario.name}'s faults")
     network = options.private_network(pg_dsn)
+    out_dir = options.new_out_dir(out)  # before the lab: a bad --out costs nothing
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         trial_lab = lab.as_black_box() if black_box else lab
-        outcome = trial_module.run_trial(trial_lab, spec, out_dir=options.new_out_dir(out))
+        outcome = trial_module.run_trial(trial_lab, spec, out_dir=out_dir)
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
     sys.exit(outcome.verdict.exit_code)
@@ -340,6 +344,7 @@ def soak(
         pg_restarts=pg_restarts,
         settle_s=soak_module.DEFAULT_SETTLE_S,
     )
+    options.refuse_pg_restart(pg_dsn, asked=pg_restarts > 0, how=f"--pg-restarts {pg_restarts}")
     engine = commands.find(engine_ref)
     scenario = scenario_module.find(scenario_name)
     console.print(f"soak seed={seed} runs={runs} workers={workers} storm={storm_s}s")

@@ -31,6 +31,7 @@ console = terminal.make_console()
     "--out",
     default=DEFAULT_OUT,
     show_default=True,
+    callback=options.out_callback,
     help="Write the merged HTML report (report.html) here.",
 )
 def merge(
@@ -100,7 +101,8 @@ def _matrix(
         pathlib.Path(json_path).write_text(json.dumps(document, indent=2) + "\n")
     if junit_path:
         summary.write_junit_records(pathlib.Path(junit_path), trials)
-    held = [pathlib.Path(t["directory"]) for t in trials if pathlib.Path(t["directory"]).is_dir()]
+    named = [pathlib.Path(t["directory"]) for t in trials if t.get("directory")]
+    held = [path for path in named if path.is_dir()]
     page = timeline.write_matrix_report(
         options.absolute(out),
         [timeline.load_view(directory) for directory in held],

@@ -7,6 +7,7 @@ default, is resolved against the user's directory here, before anything is start
 
 from __future__ import annotations
 
+import os
 import pathlib
 import time
 from typing import Any
@@ -86,6 +87,23 @@ def _path_callback(context: click.Context, param: click.Parameter, value: str | 
     return None if value is None else str(absolute(value))
 
 
+def _file_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """An output file, refused before any trial runs when it can never be written: a
+    directory, or a path under a file (the trials' time would be lost to it)."""
+    if value is None:
+        return None
+    path = absolute(value)
+    flag = param.opts[0] if param.opts else "a report"
+    if path.is_dir():
+        raise errors.CrashcertError(f"{flag} {path}: a directory, not a file")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise errors.CrashcertError(f"{flag} {path}: {parent} is not a directory")
+            break
+    return str(path)
+
+
 def _out_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
     """Refused before any trial runs: a path under a file can never hold a trial."""
     if value is None:
@@ -95,8 +113,18 @@ def _out_callback(context: click.Context, param: click.Parameter, value: str | N
         if parent.exists():
             if not parent.is_dir():
                 raise errors.CrashcertError(f"--out {path}: {parent} is not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK) or _pseudo(parent):
+                raise errors.CrashcertError(f"--out {path}: {parent} cannot hold new files")
             break
     return str(path)
+
+
+out_callback = _out_callback  # for verbs whose --out has a default of its own (merge)
+
+
+def _pseudo(path: pathlib.Path) -> bool:
+    """/proc and /sys look writable to root, yet no directory can be made in them."""
+    return path.resolve().parts[1:2] in (("proc",), ("sys",))
 
 
 def _pg_callback(context: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -151,6 +179,16 @@ def private_network(pg_dsn: str | None) -> isolation.State:
         pg_dsn=pg_dsn,
         owns_process=isinstance(root.obj, ProcessOwner),
     )
+
+
+def refuse_pg_restart(pg_dsn: str | None, *, asked: bool, how: str) -> None:
+    """A Postgres restart needs a cluster the harness owns: against `--pg-dsn` it would
+    fail mid-run (or take down someone's server), so it is refused before anything starts."""
+    if pg_dsn is not None and asked:
+        raise errors.CrashcertError(
+            f"{how}: pg_restart restarts Postgres, and a --pg-dsn / CRASHCERT_PG_DSN server "
+            "is never restarted; leave it out, or run without the DSN (the embedded cluster)"
+        )
 
 
 def pg_option(function: Any) -> Any:
@@ -220,7 +258,7 @@ def out_option(function: Any) -> Any:
 
 def file_option(flag: str, dest: str, help_text: str) -> Any:
     """An output file (--json, --junit, --markdown), absolute like every other path."""
-    return click.option(flag, dest, default=None, callback=_path_callback, help=help_text)
+    return click.option(flag, dest, default=None, callback=_file_callback, help=help_text)
 
 
 def directory_argument(name: str) -> Any:

@@ -24,7 +24,7 @@ import pydantic
 from harness import errors
 from harness.contract import boundaries as boundaries_module
 from harness.contract import run_report
-from harness.engines import adapter, status_server, store
+from harness.engines import adapter, placeholders, status_server, store
 from harness.engines import capabilities as capabilities_module
 from harness.inputs import validation
 
@@ -108,6 +108,16 @@ class EngineDescription(pydantic.BaseModel):
     @pydantic.model_validator(mode="after")
     def _store(self) -> EngineDescription:
         store.check(self.server, self.links)
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _placeholders(self) -> EngineDescription:
+        for command in placeholders.ALLOWED:
+            argv = getattr(self, command, None)
+            if command == "version" and self.framework is not None:
+                argv = self.framework.version
+            if argv:
+                placeholders.check(command, argv)
         return self
 
     @pydantic.field_validator("boundaries")

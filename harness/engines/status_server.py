@@ -9,12 +9,17 @@ the next question.
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 
 from harness import errors
+
+# A run report is a few kilobytes; more is a server that lost its way.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
 class StatusServer:
@@ -27,7 +32,7 @@ class StatusServer:
         self._name = name
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
-        self._process: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self.asked = 0  # questions answered, for the benchmark and the tests
 
     def ask(self, dsn: str, run_id: str) -> str:
@@ -37,7 +42,7 @@ class StatusServer:
             process = self._running()
             try:
                 assert process.stdin is not None
-                process.stdin.write(question)
+                process.stdin.write(question.encode())
                 process.stdin.flush()
                 answer = self._read_line(process)
             except (OSError, ValueError) as error:
@@ -58,7 +63,7 @@ class StatusServer:
         with self._lock:
             self._stop()
 
-    def _running(self) -> subprocess.Popen[str]:
+    def _running(self) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
             return self._process
         self._stop()
@@ -70,8 +75,7 @@ class StatusServer:
                 stderr=subprocess.DEVNULL,
                 cwd=self._cwd,
                 env=self._env,
-                text=True,
-                bufsize=1,
+                bufsize=0,  # answers are read from the descriptor, bounded (_read_line)
             )
         except OSError as error:
             raise errors.CrashcertError(
@@ -79,16 +83,33 @@ class StatusServer:
             ) from None
         return self._process
 
-    def _read_line(self, process: subprocess.Popen[str]) -> str:
+    def _read_line(self, process: subprocess.Popen[bytes]) -> str:
+        """One answer line within the timeout and MAX_ANSWER_BYTES: a server that stalls
+        mid-line or never ends its line is the engine's fault, said so, never a hang."""
         assert process.stdout is not None
+        descriptor = process.stdout.fileno()
+        deadline = time.monotonic() + self._timeout_s
+        answer = bytearray()
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            if not selector.select(self._timeout_s):
-                raise ValueError(f"no answer within {self._timeout_s:.0f} s")
-        line = process.stdout.readline()
-        if not line:
-            raise ValueError(f"exited with code {process.wait(5)} without an answer")
-        return line
+            selector.register(descriptor, selectors.EVENT_READ)
+            while b"\n" not in answer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    whole = "whole " if answer else ""
+                    raise ValueError(f"no {whole}answer within {self._timeout_s:.0f} s")
+                chunk = os.read(descriptor, 65536)
+                if not chunk:
+                    raise ValueError(f"exited with code {process.wait(5)} without an answer")
+                answer += chunk
+                if len(answer) > MAX_ANSWER_BYTES:
+                    raise ValueError(f"an answer longer than {MAX_ANSWER_BYTES} bytes")
+        line, _, rest = bytes(answer).partition(b"\n")
+        if rest:
+            raise ValueError("more than one line for one question")
+        try:
+            return line.decode()
+        except UnicodeDecodeError:
+            raise ValueError("an answer that is not UTF-8") from None
 
     def _stop(self) -> None:
         process, self._process = self._process, None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
@@ -88,6 +89,9 @@ HOLDS_LEASE_UNTIL = "run.finished"
 # The point of a fault that strikes the run as a whole, not a boundary (`submit_twice@run`):
 # the harness does it itself (harness/trial/runner.py), no worker reports it.
 RUN_POINT = "run"
+# No trial reaches a point this often (a scenario has at most a few hundred turns): a larger
+# occurrence is a typo, and a fault that can never strike.
+MAX_OCCURRENCE = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,7 +320,7 @@ class FaultStep(pydantic.BaseModel):
 
     action: FaultAction = "kill"
     point: str
-    occurrence: int = pydantic.Field(default=1, ge=1)
+    occurrence: int = pydantic.Field(default=1, ge=1, le=MAX_OCCURRENCE)
     params: dict[str, Any] = pydantic.Field(default_factory=dict)
 
     def label(self) -> str:
@@ -339,7 +343,7 @@ class PointRef(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     point: str
-    occurrence: int = pydantic.Field(ge=1)
+    occurrence: int = pydantic.Field(ge=1, le=MAX_OCCURRENCE)
 
     def label(self) -> str:
         return f"{self.point}#{self.occurrence}"
@@ -380,6 +384,7 @@ def parse(text: str) -> FaultStep:
         )
     step = _step(text, match)
     _check_run_point(text, step)
+    _check_time_point(text, step)
     _check_commit_point(text, step)
     _check_link_mode(text, step)
     _check_world_point(text, step)
@@ -450,12 +455,41 @@ def _check_run_point(text: str, step: FaultStep) -> None:
             f"bad fault {text!r}: {step.action} strikes the run as a whole: "
             f"write {step.action}@{RUN_POINT}"
         )
+    if per_run and step.occurrence != 1:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: a run is submitted once, so {step.action}@{RUN_POINT} has "
+            f"no occurrence #{step.occurrence}; write {step.action}@{RUN_POINT}"
+        )
     if not per_run and step.point == RUN_POINT:
         whole = [name for name, fault in CATALOG.items() if fault.per_run]
         raise errors.CrashcertError(
             f"bad fault {text!r}: only {', '.join(whole)} strike(s) @{RUN_POINT}; "
             f"{step.action} needs a boundary point"
         )
+
+
+def _check_time_point(text: str, step: FaultStep) -> None:
+    """`time:+Xs` names no worker: only a kill (of every live worker) strikes there; any
+    other class would find nobody to act on and only make the trial INCONCLUSIVE."""
+    if step.action != "kill" and boundaries.time_point_seconds(step.point) is not None:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: at a time point only kill strikes (every live worker); "
+            f"{step.action} needs a boundary or world point, which names the worker"
+        )
+
+
+def check_plan(texts: Sequence[str], steps: Sequence[FaultStep]) -> None:
+    """One plan's faults: the same fault twice would strike the same hit twice (a kill of a
+    process already dead, counted as applied), so it is refused, naming it."""
+    seen: set[str] = set()
+    for text, step in zip(texts, steps, strict=True):
+        key = f"{step.action}@{step.point}#{step.occurrence}"  # params or not
+        if key in seen:
+            raise errors.CrashcertError(
+                f"bad fault {text!r}: {key} is given twice; a fault strikes a hit once "
+                "(for a later hit, write its occurrence: #2)"
+            )
+        seen.add(key)
 
 
 def _check_commit_point(text: str, step: FaultStep) -> None:
@@ -514,7 +548,12 @@ def _check_heal_at(text: str, step: FaultStep) -> None:
         raise errors.CrashcertError(
             f"bad fault {text!r}: heal_at only applies to {', '.join(sorted(HEALED))}"
         )
-    if boundaries.parse_ref(str(heal_at)) is None:
+    ref = boundaries.parse_ref(str(heal_at))
+    if ref is not None and not 1 <= ref[1] <= MAX_OCCURRENCE:
+        raise errors.CrashcertError(
+            f"bad fault {text!r}: heal_at={heal_at}: occurrences count from 1 to {MAX_OCCURRENCE}"
+        )
+    if ref is None:
         raise errors.CrashcertError(
             f"bad fault {text!r}: heal_at={heal_at} is not a known point "
             "(e.g. heal_at=tool.settled#1)"

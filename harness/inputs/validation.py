@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 import pathlib
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,11 +40,26 @@ WRITE_OUT = "write the value out in full"
 
 
 def describe(error: pydantic.ValidationError) -> str:
-    """`field.sub: problem; other: problem` — the fields as the user wrote them."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or '(top level)'}: {item['msg']}"
-        for item in error.errors()
-    )
+    """`field.sub: problem; other: problem` — the fields as the user wrote them, the first
+    few. A key that is no field name is not echoed: the file may not be a crashcert file
+    at all (`scenarios validate /etc/shadow`), and its lines are not ours to print."""
+    items = error.errors()
+    shown = [
+        f"{'.'.join(_loc_part(part) for part in item['loc']) or '(top level)'}: {item['msg']}"
+        for item in items[:_MAX_PROBLEMS]
+    ]
+    more = len(items) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+_MAX_PROBLEMS = 5
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.=-]{0,63}|\[key\]")
+
+
+def _loc_part(part: object) -> str:
+    if isinstance(part, str) and not _FIELD_NAME.fullmatch(part):
+        return "(a key that is no field name, not shown)"
+    return str(part)
 
 
 def read_yaml(path: pathlib.Path, *, what: str) -> Any:
@@ -95,6 +111,21 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        # PyYAML keeps the last of two equal keys: one of the author's values vanishes
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    where = key_node.start_mark
+                    raise _Refused(
+                        problem=f"the key {key_node.value[:64]!r} appears twice in one mapping",
+                        problem_mark=where,
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
     def _refuse(self, problem: str, event: Any) -> None:
         raise _Refused(problem=problem, problem_mark=event.start_mark)
@@ -191,7 +222,9 @@ def _type_problem(value: Any, at: str) -> str | None:
 def _not_portable(value: Any, at: str) -> str | None:
     where = f" at {at}" if at else ""
     if isinstance(value, str):
-        return f"a NUL character{where}: {NUL_REASON}" if "\0" in value else None
+        if "\0" in value:
+            return f"a NUL character{where}: {NUL_REASON}"
+        return _surrogate(value, where)
     if isinstance(value, bool):
         return None
     if isinstance(value, int) and abs(value) > MAX_JSON_INT:
@@ -212,11 +245,24 @@ def _json_problem(value: Any, at: str) -> str | None:
 
 
 def check_text(value: str) -> str:
-    """A string that reaches the engine or Postgres: no NUL character."""
+    """A string that reaches the engine or Postgres: no NUL character, UTF-8 encodable."""
     if "\0" in value:
         index = value.index("\0")
         raise ValueError(f"contains a NUL character (\\0) at index {index}: {NUL_REASON}")
+    problem = _surrogate(value, "")
+    if problem:
+        raise ValueError(problem)
     return value
+
+
+def _surrogate(value: str, where: str) -> str | None:
+    """A lone surrogate (YAML's "\\ud800") is no character: it cannot be written as UTF-8,
+    so it would crash whatever first sends or stores it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"a lone surrogate (U+{ord(value[error.start]):04X}){where}: not a character"
+    return None
 
 
 def parse(model: type[Model], data: Any, *, source: str, what: str) -> Model:

@@ -33,6 +33,8 @@ parse_fault = spec.parse
 def parse_points(text: str | None, *, known: Sequence[str] = boundaries.BOUNDARIES) -> list[str]:
     """`reply.sending,reply.sent` -> the names, every one known; empty means all."""
     chosen = [part.strip() for part in (text or "").split(",") if part.strip()]
+    if text is not None and not chosen:  # `--points ,,` is a typo, not "every point"
+        raise errors.CrashcertError(f"--points {text[:40]!r} names no point")
     unknown = [point for point in chosen if point not in known]
     if unknown:
         raise errors.CrashcertError(f"unknown points {unknown}; known: {', '.join(known)}")

@@ -44,6 +44,9 @@ def parse(text: str) -> Shard:
     match = _SPEC.fullmatch(text)
     if not match:
         raise errors.CrashcertError(f"--shard {text!r}: expected I/N, e.g. 2/4")
+    if any(len(group) > len(str(MAX_SHARDS)) for group in match.groups()):
+        # int() of thousands of digits is refused by Python itself (or is slow): far too many
+        raise errors.CrashcertError(f"--shard {text[:40]!r}: N must be at most {MAX_SHARDS}")
     index, count = int(match.group(1)), int(match.group(2))
     if not 1 <= index <= count:
         raise errors.CrashcertError(f"--shard {text!r}: I must be between 1 and N")

@@ -110,6 +110,10 @@ class Auto:
         return self.controller.describe()
 
 
+# Each trial runs workers and a world of its own: beyond this a machine only thrashes.
+MAX_JOBS = 256
+
+
 def parse(text: str | int) -> int | Auto:
     """`--jobs`: a number of trials at once, or `auto`."""
     if isinstance(text, int):
@@ -120,6 +124,6 @@ def parse(text: str | int) -> int | Auto:
         number = int(text)
     except ValueError:
         number = 0
-    if number < 1:
-        raise errors.CrashcertError(f"--jobs {text!r}: a number of at least 1, or auto")
+    if not 1 <= number <= MAX_JOBS:
+        raise errors.CrashcertError(f"--jobs {text[:40]!r}: a number from 1 to {MAX_JOBS}, or auto")
     return number

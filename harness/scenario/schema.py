@@ -237,11 +237,10 @@ class Scenario(StrictModel):
     @pydantic.field_validator("faults")
     @classmethod
     def _fault_syntax(cls, value: list[str]) -> list[str]:
-        for text in value:
-            try:
-                spec.parse(text)
-            except errors.CrashcertError as error:
-                raise ValueError(str(error)) from None
+        try:
+            spec.check_plan(value, [spec.parse(text) for text in value])
+        except errors.CrashcertError as error:
+            raise ValueError(str(error)) from None
         return value
 
     @pydantic.field_validator("variants")

@@ -34,12 +34,17 @@ class ShardReport:
     def kind(self) -> str:
         return str(self.meta.get("kind", shard_module.MATRIX))
 
-    def local_directory(self, trial: dict[str, Any]) -> str:
+    def local_directory(self, trial: dict[str, Any]) -> str | None:
         """The trial's directory where this machine holds the shard's output (CI artifacts
-        land elsewhere than where the shard wrote them)."""
+        land elsewhere than where the shard wrote them); None when the record names none."""
+        if not isinstance(trial.get("directory"), str):
+            return None
         written = pathlib.PurePath(trial["directory"])
+        out_dir = self.meta.get("out_dir")
+        if not isinstance(out_dir, str):
+            return str(written)
         try:
-            relative = written.relative_to(self.meta["out_dir"])
+            relative = written.relative_to(out_dir)
         except ValueError:
             return str(written)
         return str(self.path.parent / relative)
@@ -111,6 +116,12 @@ MAX_COUNT = 10**9
 Count = Annotated[int, pydantic.Field(strict=True, ge=0, le=MAX_COUNT)]
 
 
+class InvariantRecord(_Open):
+    invariant: str
+    verdict: Verdict
+    summary: str = ""
+
+
 class ShardTrial(_Open):
     # A matrix's trials have all of these; a certification's name theirs by mode as well.
     scenario: str | None = None
@@ -118,6 +129,16 @@ class ShardTrial(_Open):
     verdict: Verdict | None = None
     plan: list[Any] | None = None
     directory: str | None = None
+    repro: str | None = None
+    invariants: list[InvariantRecord] | None = None
+
+
+# What the merged report reads of every trial of a shard, by kind (harness/report/github.py,
+# harness/shards/merge_certify.py).
+TRIAL_FIELDS = {
+    shard_module.MATRIX: ("scenario", "label", "verdict", "repro"),
+    shard_module.CERTIFY: ("scenario", "label", "verdict", "mode", "fault_class", "invariants"),
+}
 
 
 class ShardDocument(_Open):
@@ -131,6 +152,17 @@ class ShardDocument(_Open):
     not_run: dict[str, list[str]] = pydantic.Field(default_factory=dict)
     verdicts: dict[str, Count] | None = None  # an exploration's tally
     seed: int | None = pydantic.Field(default=None, ge=-(2**63), le=2**63 - 1)
+
+    @pydantic.model_validator(mode="after")
+    def _trials_whole(self) -> ShardDocument:
+        needed = TRIAL_FIELDS.get(self.shard.kind, ())
+        for index, trial in enumerate(self.trials):
+            missing = [name for name in needed if getattr(trial, name, None) is None]
+            if missing:
+                raise ValueError(
+                    f"trials.{index}: a {self.shard.kind} trial needs {', '.join(missing)}"
+                )
+        return self
 
 
 def check(reports: list[ShardReport]) -> None:

@@ -85,7 +85,7 @@ def combine(reports: list[merge.ShardReport]) -> certify.Certification:
     source: dict[Key, merge.ShardReport] = {}
     for report in ordered_reports:
         for record in report.document["trials"]:
-            trial = RecordedTrial.of(record, report.local_directory(record))
+            trial = RecordedTrial.of(record, report.local_directory(record) or "")
             key = trial.key()
             if key not in wanted:
                 raise errors.CrashcertError(f"merge: {report.path} has an unplanned trial {key}")

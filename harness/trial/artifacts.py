@@ -112,6 +112,8 @@ def read_history(path: pathlib.Path) -> history.TrialHistory:
     for number, line in enumerate(text.splitlines(), start=1):
         try:
             record = readers.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                raise ValueError("a history line is a JSON object with a type")
             kind = record["type"]
             if kind == "header":
                 fields.update({key: value for key, value in record.items() if key != "type"})
@@ -119,7 +121,11 @@ def read_history(path: pathlib.Path) -> history.TrialHistory:
                 fields["engine_tables"] = record["tables"]
             else:
                 fields[STREAMS[kind]].append(record["item"])
-        except (ValueError, KeyError, TypeError) as error:
+        except KeyError as error:  # a type we do not know, or its item missing
+            raise errors.CrashcertError(
+                f"{path}:{number}: not a history line: no {error} known or given"
+            ) from None
+        except (ValueError, TypeError) as error:
             raise errors.CrashcertError(f"{path}:{number}: not a history line: {error}") from None
     try:
         return history.TrialHistory.model_validate(fields)

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 CONTINUE = b'{"action":"continue"}\n'
 MAX_LINE = 64 * 1024
 SOCKET_NAME = "control.sock"
+# A control directory is named cc-<pid of its crashcert>-<random>: stale ones are found by it.
+PREFIX = "cc-"
 # How quickly the accept loop notices stop(): socketserver's default 0.5 s cost every trial
 # a quarter second of teardown on average.
 SHUTDOWN_POLL_S = 0.02
@@ -65,7 +67,8 @@ class ControlServer:
         # Only our user may report. The socket is made in a fresh 0700 directory and then
         # set to 0600 on the file itself: never through the umask, which is process-wide
         # and raced by other threads (a leaked umask 0177 once crashed Chromium in the suite).
-        self._directory = tempfile.mkdtemp(prefix="cc-", dir=_short_tmpdir())
+        remove_stale(_short_tmpdir())
+        self._directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=_short_tmpdir())
         self._cleanup_key = reaper.register(self._remove_directory)
         self.path = os.path.join(self._directory, SOCKET_NAME)
         server = socketserver.ThreadingUnixStreamServer(self.path, _handler_for(self))
@@ -165,6 +168,46 @@ def _handler_for(server: ControlServer) -> type[socketserver.StreamRequestHandle
                     return  # the worker died while held: that is the point of a kill
 
     return Handler
+
+
+def remove_stale(tmpdir: str) -> list[str]:
+    """Control directories of a crashcert that died without cleaning up (SIGKILL, OOM): each
+    is named after its owner's pid, and one of our user's whose owner is gone is removed
+    here, by the next trial of any crashcert. A pid that lives again keeps its directory."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(tmpdir))
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = _owner_pid(entry.name)
+        if owner is None or _alive(owner):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
+
+
+def _owner_pid(name: str) -> int | None:
+    head, _, rest = name.removeprefix(PREFIX).partition("-")
+    if not name.startswith(PREFIX) or not rest or not head.isdigit() or len(head) > 10:
+        return None
+    return int(head)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
 
 
 def _short_tmpdir() -> str:

@@ -85,6 +85,7 @@ class TrialSpec(pydantic.BaseModel):
     def under(cls, scenario: schema.Scenario, faults: Sequence[str], **fields: Any) -> TrialSpec:
         """The scenario under faults written as text (`kill@tool.returned#2`), labelled so."""
         steps = [fault_spec.parse(text) for text in faults]
+        fault_spec.check_plan(faults, steps)
         return cls(scenario=scenario, plan=steps, label=plan_module.plan_label(steps), **fields)
 
 

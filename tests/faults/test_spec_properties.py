@@ -33,7 +33,7 @@ seconds = st.one_of(
 point_refs = st.builds(
     lambda point, occurrence: point if occurrence is None else f"{point}#{occurrence}",
     st.sampled_from(ENGINE_POINTS),
-    st.none() | st.integers(min_value=1, max_value=10**6),
+    st.none() | st.integers(min_value=1, max_value=spec.MAX_OCCURRENCE),
 )
 PARAM_VALUES = {
     "flag": st.booleans(),
@@ -69,14 +69,18 @@ def steps(draw: st.DrawFn) -> spec.FaultStep:
     elif fault.world_points:
         point = draw(st.sampled_from(fault.world_points))
     else:
-        point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else any_point)
+        anywhere = any_point.filter(  # a time point names no worker: kills only (issue 33)
+            lambda point: action == "kill" or boundaries.time_point_seconds(point) is None
+        )
+        point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else anywhere)
     # The params its class reads: any other is refused (issue 33).
     names = [name for name in fault.params if name != "heal_at" or fault.healed]
     chosen = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
     params = {name: draw(param_values(spec.PARAMS[name])) for name in chosen}
     if action in spec.LINKS and params.get("reset_peer"):
         params.pop("latency_ms", None)  # a link is cut, slowed or reset: one at a time
-    occurrence = draw(st.integers(min_value=1, max_value=10**9))
+    most = 1 if fault.per_run else spec.MAX_OCCURRENCE  # a run is submitted once
+    occurrence = draw(st.integers(min_value=1, max_value=most))
     return spec.FaultStep(action=action, point=point, occurrence=occurrence, params=params)
 
 

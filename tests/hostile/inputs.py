@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
-import subprocess
+import re
 import sys
-import time
-from collections.abc import Callable
 
 CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
 LIMIT_S = 60.0
@@ -83,6 +80,29 @@ class Case:
     args: list[str]
     files: dict[str, str | bytes] = dataclasses.field(default_factory=dict)
     limit_s: float = LIMIT_S
+    # What must happen: REFUSED (exit 2 or 3 with a reason) or OK (exit 0).
+    expect: str = "refused"
+    # A pattern the output must hold: the field or path at fault.
+    says: str | None = None
+    # Text that must never be printed (a file's content).
+    never: tuple[str, ...] = ()
+    # Whether the command may start the lab (a real cluster); every other case must be
+    # decided before it, and reaching it counts as accepted silently.
+    lab: bool = False
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+# EITHER: an input the command may take or refuse, as long as it says why (a trace
+# attribute of the wrong type is skipped with a note, or the import is refused).
+REFUSED, OK, EITHER = "refused", "ok", "either"
+# The outcome classes the table counts, the first two good.
+CLEAR, ACCEPTED = "refused clearly", "accepted correctly"
+TRACEBACK, HANG, LEAK, INTERNAL_ERROR = "traceback", "hang", "leak", "internal error"
+SILENT, WRONG = "accepted silently", "wrong outcome"
+CLASSES = (CLEAR, ACCEPTED, TRACEBACK, HANG, LEAK, INTERNAL_ERROR, SILENT, WRONG)
+# Printed (and exited with) by the runner when a command reaches the lab it must not reach.
+LAB_REACHED = "hostile: the lab would start here"
+LAB_EXIT = 97
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +118,7 @@ class Outcome:
 
     @property
     def leaked(self) -> bool:
-        return SECRET in self.output
+        return SECRET in self.output or any(text in self.output for text in self.case.never)
 
     @property
     def internal(self) -> bool:
@@ -106,16 +126,31 @@ class Outcome:
         return INTERNAL in self.output
 
     @property
+    def outcome_class(self) -> str:
+        """The worst thing that happened, or CLEAR / ACCEPTED when all is as it must be."""
+        if self.exit_code is None:
+            return HANG
+        if self.traceback:
+            return TRACEBACK
+        if self.leaked:
+            return LEAK
+        if self.internal:
+            return INTERNAL_ERROR
+        if self.case.expect == REFUSED and (
+            self.exit_code in (0, LAB_EXIT) or LAB_REACHED in self.output
+        ):
+            return SILENT
+        said = self.case.says is None or re.search(self.case.says, self.output) is not None
+        accepted = self.exit_code in (0, LAB_EXIT)  # ended well, or went on to the lab
+        if self.case.expect == OK or (self.case.expect == EITHER and accepted):
+            return ACCEPTED if accepted and said else WRONG
+        if self.exit_code in ACCEPTED_EXIT and self.output.strip() and said:
+            return CLEAR
+        return WRONG
+
+    @property
     def clear(self) -> bool:
-        """Refused with a reason: exit 2 or 3, something said, no traceback, no secret, and
-        the reason is the input's, not an internal error."""
-        return (
-            self.exit_code in ACCEPTED_EXIT
-            and bool(self.output.strip())
-            and not self.traceback
-            and not self.leaked
-            and not self.internal
-        )
+        return self.outcome_class in (CLEAR, ACCEPTED)
 
 
 def _shard(**meta: object) -> str:
@@ -129,7 +164,16 @@ def _shard(**meta: object) -> str:
         "planned": [["refund", "baseline"]],
         **meta,
     }
-    trial = {"scenario": "refund", "label": "baseline", "verdict": "PASS", "plan": []}
+    trial = {
+        "scenario": "refund",
+        "label": "baseline",
+        "verdict": "PASS",
+        "plan": [],
+        "duration_s": 1.0,
+        "directory": "/nowhere/refund/baseline",
+        "repro": "crashcert run --scenario refund",
+        "invariants": [{"invariant": "run.liveness", "verdict": "PASS", "summary": "ok"}],
+    }
     return json.dumps({"shard": fields, "trials": [trial], "verdict": "PASS"})
 
 
@@ -288,6 +332,7 @@ CASES: list[Case] = [
             "--pg-dsn",
             f"postgresql://ops:{SECRET}@127.0.0.1:1/postgres",
         ],
+        lab=True,
     ),
     # traces and shard records (issue 33)
     Case("/dev/zero as an OTLP trace", ["incident", "import", "--otlp", "/dev/zero"]),
@@ -322,39 +367,3 @@ CASES: list[Case] = [
     Case("replay a binary file", ["replay", "i.yaml"], {"i.yaml": bytes(range(256))}),
     Case("report of a corrupt trial", ["report", "t"], {"t/history.jsonl": "\x00\x01"}),
 ]
-
-
-def prepare(case: Case, directory: pathlib.Path) -> None:
-    for name, content in case.files.items():
-        path = directory / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-
-
-def run(case: Case, directory: pathlib.Path, *, command: str = CRASHCERT) -> Outcome:
-    prepare(case, directory)
-    env = {key: value for key, value in os.environ.items() if key != "CRASHCERT_PG_DSN"}
-    started = time.monotonic()
-    try:
-        done = subprocess.run(
-            [command, *case.args],
-            cwd=directory,
-            env=env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=case.limit_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as expired:
-        partial = (expired.stdout or b"") + (expired.stderr or b"")
-        text = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
-        return Outcome(case, None, time.monotonic() - started, text)
-    return Outcome(case, done.returncode, time.monotonic() - started, done.stdout + done.stderr)
-
-
-Runner = Callable[[Case, pathlib.Path], Outcome]

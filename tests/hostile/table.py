@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
+import collections
 import pathlib
 import tempfile
 
-from tests.hostile import inputs
+from tests.hostile import catalog, forked, inputs
 
 
 def main() -> None:
     outcomes = []
-    for case in inputs.CASES:
+    for case in catalog.CASES:
         with tempfile.TemporaryDirectory(prefix="crashcert-hostile-") as directory:
-            outcomes.append(inputs.run(case, pathlib.Path(directory)))
-    print("| input | exit | seconds | first line |")
-    print("|---|---|---|---|")
+            outcomes.append(forked.run(case, pathlib.Path(directory)))
+    print("| input | outcome | exit | seconds | last line |")
+    print("|---|---|---|---|---|")
     for outcome in outcomes:
         lines = outcome.output.strip().splitlines()
-        first = (lines[-1] if lines else "").replace("|", "\\\\|")[:110]
-        print(f"| {outcome.case.name} | {outcome.exit_code} | {outcome.seconds:.1f} | {first} |")
+        last = (lines[-1] if lines else "").replace("|", "\\\\|")[:110]
+        print(
+            f"| {outcome.case.name} | {outcome.outcome_class} | {outcome.exit_code} "
+            f"| {outcome.seconds:.1f} | {last} |"
+        )
+    counts = collections.Counter(outcome.outcome_class for outcome in outcomes)
     print()
     print(
-        f"inputs tried: {len(outcomes)}; clear errors: {sum(o.clear for o in outcomes)}; "
-        f"tracebacks: {sum(o.traceback for o in outcomes)}; "
-        f"hangs: {sum(o.exit_code is None for o in outcomes)}; "
-        f"secrets leaked: {sum(o.leaked for o in outcomes)}; "
-        f"internal errors: {sum(o.internal for o in outcomes)}"
+        f"inputs tried: {len(outcomes)}; "
+        + "; ".join(f"{name}: {counts[name]}" for name in inputs.CLASSES)
     )
 
 
