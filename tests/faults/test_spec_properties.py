@@ -77,7 +77,7 @@ def steps(draw: st.DrawFn) -> spec.FaultStep:
     names = [name for name in fault.params if name != "heal_at" or fault.healed]
     chosen = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
     params = {name: draw(param_values(spec.PARAMS[name])) for name in chosen}
-    if action in spec.LINKS and params.get("reset_peer"):
+    if (action in spec.LINKS or action in spec.STORE) and params.get("reset_peer"):
         params.pop("latency_ms", None)  # a link is cut, slowed or reset: one at a time
     most = 1 if fault.per_run else spec.MAX_OCCURRENCE  # a run is submitted once
     occurrence = draw(st.integers(min_value=1, max_value=most))
