@@ -134,7 +134,7 @@ def keep_lease(run_key: str, owner: str, done: threading.Event) -> None:
 
 
 def worker() -> None:
-    store.OWNER = os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}"
+    store.configure(os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}")
     owner = store.OWNER
     agent = build()  # before any claim: a lease must not lapse while the SDK imports
     idle = threading.Event()

@@ -39,6 +39,16 @@ class LeaseLost(RuntimeError):
 OWNER = os.environ.get("CRASHCERT_WORKER_ID", "")
 
 
+def configure(owner: str) -> None:
+    """In the worker: its owner id, and the lease from its own environment. A worker forked
+    from the warm server (the description's `preload`) inherits this module as the server
+    imported it, with the server's environment: read at import, the lease was the default."""
+    global OWNER, LEASE_S, OPTIONS
+    OWNER = owner
+    LEASE_S = int(os.environ.get("CRASHCERT_LEASE_MS", "1000")) / 1000
+    OPTIONS = f"-c idle_in_transaction_session_timeout={int(LEASE_S * 2000)}"
+
+
 def fence(db: psycopg.Connection[Any], run_key: str) -> None:
     """In a writing transaction: hold the run's lease row, or raise LeaseLost."""
     if db.execute(sql("fence"), {"run_key": run_key, "owner": OWNER}).fetchone() is None:
