@@ -53,9 +53,9 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     # otel: the reference engine's traces, which tests/campaigns/incident import;
     # dbos, langgraph: the third-party engines tests/contract certifies (skipped without them);
     # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp] into $venv" >&2
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,openai-agents,pydantic-ai] into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph,mcp]'
+        -e '.[dev,otel,dbos,langgraph,mcp,openai-agents,pydantic-ai]'
     touch "$stamp"
 fi
 

@@ -3,7 +3,7 @@
 # `refund` scenario (black-box kills at every world event and two seeded time kills; the
 # hardened LangGraph agent in boundary mode too) and print the dated table rows that
 # `crashcert certify --markdown` writes. Heavy: take the machine's lock where it is shared.
-#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph])
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,openai-agents,pydantic-ai])
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,7 +23,11 @@ certify() {  # description mode
 for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/dbos_engine/dbos_engine_keyed.yaml \
     tests/contract/dbos_engine/dbos_engine_reserved.yaml \
-    tests/contract/langgraph_engine/langgraph_naive.yaml; do
+    tests/contract/langgraph_engine/langgraph_naive.yaml \
+    tests/contract/openai_agents_engine/openai_agents_naive.yaml \
+    tests/contract/openai_agents_engine/openai_agents_hardened.yaml \
+    tests/contract/pydantic_ai_engine/pydantic_ai_naive.yaml \
+    tests/contract/pydantic_ai_engine/pydantic_ai_hardened.yaml; do
     certify "$description" blackbox
 done
 certify tests/contract/langgraph_engine/langgraph_hardened.yaml both

@@ -1,5 +1,6 @@
 """An OpenAI Agents SDK agent (Agent + Runner on the Responses API) driven by a leased runs
-table, written from harness/CONTRACT.md and certified by tests/contract/test_openai_agents_engine.py.
+table, written from harness/CONTRACT.md and certified by
+tests/contract/test_openai_agents_engine.py.
 
     python openai_agent.py migrate | worker | submit | status RUN_KEY
 
@@ -43,8 +44,10 @@ def submit() -> None:
 def status(run_key: str) -> None:
     found = store.status(run_key)
     report: dict[str, Any] = {
-        "run_id": run_key, "frontier": {"phase": None, "version": 0}, "delivery": {"state": "none"}
-    }  # fmt: skip
+        "run_id": run_key,
+        "frontier": {"phase": None, "version": 0},
+        "delivery": {"state": "none"},
+    }
     if found is not None:
         report = found[1] or report
         report["status"] = found[0]
@@ -91,7 +94,9 @@ def build() -> Any:
     from agents import Agent, set_tracing_disabled
 
     set_tracing_disabled(True)
-    tools = [world_tools.make_tool(d, hardened=HARDENED) for d in world_tools.declarations().values()]  # fmt: skip
+    tools = [
+        world_tools.make_tool(d, hardened=HARDENED) for d in world_tools.declarations().values()
+    ]
     model: Any = recorded_model.build() if HARDENED else MODEL
     return Agent(name="support", model=model, tools=tools)
 
@@ -102,8 +107,12 @@ async def run(agent: Any, run_key: str, run_input: dict[str, Any], owner: str) -
 
     budgets = run_input["budgets"]
     recorded_model.TURN.set({"run_key": run_key, "turn": 0})
-    result = await Runner.run(agent, run_input["messages"], context={"run_key": run_key},
-                              max_turns=budgets["iterations"] + 1)  # fmt: skip
+    result = await Runner.run(
+        agent,
+        run_input["messages"],
+        context={"run_key": run_key},
+        max_turns=budgets["iterations"] + 1,
+    )
     if HARDENED:
         report = recorded_model.report(run_key, budgets)
     else:

@@ -42,11 +42,15 @@ class RecordedModel(OpenAIResponsesModel):
         answer = await super().get_response(*args, **kwargs)
         probe.report("model.returned", run_key, turn=turn)
         calls = [item for item in answer.output if item.type == "function_call"]
-        recorded = {"output": [item.model_dump(mode="json") for item in answer.output],
-                    "usage": usage_of(answer.usage)}  # fmt: skip
+        recorded = {
+            "output": [item.model_dump(mode="json") for item in answer.output],
+            "usage": usage_of(answer.usage),
+        }
         with store.committed("tools.pending" if calls else "reply.ready", run_key, turn=turn) as db:
-            db.execute(store.sql("answer_record"), {"run_key": run_key, "turn": turn,
-                                                    "answer": store.jsonb(recorded)})  # fmt: skip
+            db.execute(
+                store.sql("answer_record"),
+                {"run_key": run_key, "turn": turn, "answer": store.jsonb(recorded)},
+            )
         return answer
 
 
@@ -58,25 +62,37 @@ def _restore(recorded: dict[str, Any]) -> ModelResponse:
     usage = recorded["usage"]
     return ModelResponse(
         output=_ITEMS.validate_python(recorded["output"]),
-        usage=Usage(requests=1, input_tokens=usage["prompt_tokens"],
-                    output_tokens=usage["completion_tokens"],
-                    total_tokens=usage["total_tokens"]),  # fmt: skip
+        usage=Usage(
+            requests=1,
+            input_tokens=usage["prompt_tokens"],
+            output_tokens=usage["completion_tokens"],
+            total_tokens=usage["total_tokens"],
+        ),
         response_id=None,
     )
 
 
 def usage_of(usage: Usage) -> dict[str, int]:
-    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
 
 
 def report(run_key: str, budgets: dict[str, int]) -> dict[str, Any]:
     """The RunReport from the agent's tables: recorded answers, attempts, journaled calls."""
     answers = store.execute("answers", run_key=run_key)
-    turns = {item["call_id"]: turn for turn, answer in answers for item in answer["output"]
-             if item.get("type") == "function_call"}  # fmt: skip
-    calls = [{**call, "turn": turns.get(call["id"], len(answers) - 1)}
-             for call in store.tool_calls(run_key)]  # fmt: skip
+    turns = {
+        item["call_id"]: turn
+        for turn, answer in answers
+        for item in answer["output"]
+        if item.get("type") == "function_call"
+    }
+    calls = [
+        {**call, "turn": turns.get(call["id"], len(answers) - 1)}
+        for call in store.tool_calls(run_key)
+    ]
     usages = [answer["usage"] for _, answer in answers]
     iterations = max(store.model_attempts(run_key), len(usages))
     return run_report(run_key, usages, iterations, calls, len(calls), budgets)

@@ -21,7 +21,10 @@ import store
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
-UNKNOWN = {"status": "outcome_unknown", "note": "The action may have happened; check before retrying."}  # fmt: skip
+UNKNOWN = {
+    "status": "outcome_unknown",
+    "note": "The action may have happened; check before retrying.",
+}
 
 
 def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
@@ -60,8 +63,9 @@ def make_tool(declaration: dict[str, Any], *, hardened: bool) -> FunctionTool:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         if not hardened:
             return await asyncio.to_thread(_send, name, arguments, None)
-        return await asyncio.to_thread(_guarded, declaration, ctx.context, ctx.tool_call_id,
-                                       arguments)  # fmt: skip
+        return await asyncio.to_thread(
+            _guarded, declaration, ctx.context, ctx.tool_call_id, arguments
+        )
 
     return FunctionTool(
         name=name,
@@ -113,6 +117,7 @@ def _settle(run_key: str, detail: dict[str, Any], content: str) -> str:
         json.loads(content).get("status"), "failed"
     )
     with store.committed("tool.settled", run_key, **detail, state=state) as db:
-        db.execute(store.sql("tool_settle"), {"key": detail["key"], "state": state,
-                                              "content": content})  # fmt: skip
+        db.execute(
+            store.sql("tool_settle"), {"key": detail["key"], "state": state, "content": content}
+        )
     return content

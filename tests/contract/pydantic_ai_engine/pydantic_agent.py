@@ -44,8 +44,10 @@ def submit() -> None:
 def status(run_key: str) -> None:
     found = store.status(run_key)
     report: dict[str, Any] = {
-        "run_id": run_key, "frontier": {"phase": None, "version": 0}, "delivery": {"state": "none"}
-    }  # fmt: skip
+        "run_id": run_key,
+        "frontier": {"phase": None, "version": 0},
+        "delivery": {"state": "none"},
+    }
     if found is not None:
         report = found[1] or report
         report["status"] = found[0]
@@ -89,7 +91,9 @@ def build() -> Any:
     import world_tools
     from pydantic_ai import Agent, RunContext
 
-    tools = [world_tools.make_tool(d, hardened=HARDENED) for d in world_tools.declarations().values()]  # fmt: skip
+    tools = [
+        world_tools.make_tool(d, hardened=HARDENED) for d in world_tools.declarations().values()
+    ]
     model: Any = recorded_model.build() if HARDENED else MODEL
     agent = Agent(model, deps_type=dict, tools=tools)
 

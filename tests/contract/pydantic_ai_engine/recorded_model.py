@@ -52,11 +52,16 @@ class RecordedModel(WrapperModel):
         probe.report("model.returned", run_key, turn=turn)
         calls = [part for part in answer.parts if isinstance(part, ToolCallPart)]
         (dumped,) = ModelMessagesTypeAdapter.dump_python([answer], mode="json")
-        recorded = {"response": dumped, "usage": usage_of(answer.usage),
-                    "calls": [part.tool_call_id for part in calls]}  # fmt: skip
+        recorded = {
+            "response": dumped,
+            "usage": usage_of(answer.usage),
+            "calls": [part.tool_call_id for part in calls],
+        }
         with store.committed("tools.pending" if calls else "reply.ready", run_key, turn=turn) as db:
-            db.execute(store.sql("answer_record"), {"run_key": run_key, "turn": turn,
-                                                    "answer": store.jsonb(recorded)})  # fmt: skip
+            db.execute(
+                store.sql("answer_record"),
+                {"run_key": run_key, "turn": turn, "answer": store.jsonb(recorded)},
+            )
         return answer
 
 
@@ -66,16 +71,21 @@ def build() -> RecordedModel:
 
 
 def usage_of(usage: Any) -> dict[str, int]:
-    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
 
 
 def report(run_key: str, budgets: dict[str, int]) -> dict[str, Any]:
     """The RunReport from the agent's tables: recorded answers, attempts, journaled calls."""
     answers = store.execute("answers", run_key=run_key)
     turns = {call_id: turn for turn, answer in answers for call_id in answer["calls"]}
-    calls = [{**call, "turn": turns.get(call["id"], len(answers) - 1)}
-             for call in store.tool_calls(run_key)]  # fmt: skip
+    calls = [
+        {**call, "turn": turns.get(call["id"], len(answers) - 1)}
+        for call in store.tool_calls(run_key)
+    ]
     usages = [answer["usage"] for _, answer in answers]
     iterations = max(store.model_attempts(run_key), len(usages))
     return run_report(run_key, usages, iterations, calls, len(calls), budgets)

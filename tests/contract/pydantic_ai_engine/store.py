@@ -1,6 +1,7 @@
 """The agent's own tables (agent.sql): leased runs, model attempts and answers, tool
 journal, outbox. Every function opens its own short connection (Pydantic AI runs sync
-tools in threads, and they may run concurrently), as in tests/contract/langgraph_engine/store.py, which this copies.
+tools in threads, and they may run concurrently), as in
+tests/contract/langgraph_engine/store.py, which this copies.
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ from typing import Any
 import store
 from pydantic_ai import RunContext, Tool
 
-UNKNOWN = {"status": "outcome_unknown", "note": "The action may have happened; check before retrying."}  # fmt: skip
+UNKNOWN = {
+    "status": "outcome_unknown",
+    "note": "The action may have happened; check before retrying.",
+}
 
 
 def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
@@ -60,8 +63,13 @@ def make_tool(declaration: dict[str, Any], *, hardened: bool) -> Tool[Any]:
             return _send(name, json.dumps(arguments), None)
         return _guarded(declaration, ctx.deps, str(ctx.tool_call_id), json.dumps(arguments))
 
-    return Tool.from_schema(invoke, name=name, description=function.get("description", ""),
-                            json_schema=function["parameters"], takes_ctx=True)  # fmt: skip
+    return Tool.from_schema(
+        invoke,
+        name=name,
+        description=function.get("description", ""),
+        json_schema=function["parameters"],
+        takes_ctx=True,
+    )
 
 
 def _guarded(declaration: dict[str, Any], run: Any, call_id: str, arguments: str) -> str:
@@ -105,6 +113,7 @@ def _settle(run_key: str, detail: dict[str, Any], content: str) -> str:
         json.loads(content).get("status"), "failed"
     )
     with store.committed("tool.settled", run_key, **detail, state=state) as db:
-        db.execute(store.sql("tool_settle"), {"key": detail["key"], "state": state,
-                                              "content": content})  # fmt: skip
+        db.execute(
+            store.sql("tool_settle"), {"key": detail["key"], "state": state, "content": content}
+        )
     return content
