@@ -14,8 +14,11 @@ from harness.lab import shared
 from harness.scenario import schema
 
 HERE = pathlib.Path(__file__).resolve().parent
-# A kill after the refund's effect, and after the sink took the reply.
-POINTS = ["world:tool.effect", "world:reply.accepted"]
+# A kill after the sink took the reply: a naive agent run again from its input shows every
+# failure there (it asks the model, refunds and replies again). The hardened one is killed
+# after each tool's effect too.
+NAIVE_POINTS = ["world:reply.accepted"]
+HARDENED_POINTS = ["world:tool.effect", "world:reply.accepted"]
 
 
 def run(folder: str, name: str, tmp_path_factory: pytest.TempPathFactory) -> certify.Certification:
@@ -26,7 +29,7 @@ def run(folder: str, name: str, tmp_path_factory: pytest.TempPathFactory) -> cer
             [("refund", schema.find("refund"))],
             out_dir=tmp_path_factory.mktemp(name),
             engine_ref=str(description),
-            points=POINTS,
+            points=points,
             time_kills=0,
             jobs=2,
         )

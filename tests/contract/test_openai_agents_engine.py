@@ -21,26 +21,33 @@ FOLDER = "openai_agents_engine"
 
 @pytest.fixture(scope="module")
 def naive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[certify.Certification]:
-    yield frameworks_certify.run(FOLDER, "openai_agents_naive", tmp_path_factory)
+    yield frameworks_certify.run(
+        FOLDER, "openai_agents_naive", frameworks_certify.NAIVE_POINTS, tmp_path_factory
+    )
 
 
 @pytest.fixture(scope="module")
 def hardened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[certify.Certification]:
-    yield frameworks_certify.run(FOLDER, "openai_agents_hardened", tmp_path_factory)
+    yield frameworks_certify.run(
+        FOLDER, "openai_agents_hardened", frameworks_certify.HARDENED_POINTS, tmp_path_factory
+    )
 
 
 def test_naive_agents_sdk_is_caught_as_a_black_box(naive: certify.Certification) -> None:
     report = certify.to_markdown(naive)
     assert not naive.errors, report
     assert naive.verdict_of("run.liveness").value == "PASS", report
-    # Run again from its input, the agent asks the model again and calls the refund again,
-    # with no key to tell the service it is a repeat.
+    # Killed after the sink took the reply and run again from its input, the agent asks the
+    # model again, calls the refund again with no key to tell the service it is a repeat,
+    # and replies again.
     assert naive.verdict_of("tool.at_most_once").value == "FAIL", report
     assert "refund_order" in certify_table.first_problem(naive, "tool.at_most_once")
     assert naive.verdict_of("tool.same_key").value == "FAIL", report
     assert naive.verdict_of("reply.single_delivery").value == "FAIL", report
-    # The answers of the killed attempt are billed and never reported.
+    # The answers of the killed attempt are billed and never reported, and every decided
+    # turn is asked again.
     assert naive.verdict_of("budget.not_restored").value == "FAIL", report
+    assert naive.verdict_of("model.count").value == "FAIL", report
     # Every request went to /v1/responses: no Chat Completions switch.
     assert "| OpenAI Agents SDK |" in report
 
