@@ -21,7 +21,9 @@ NAIVE_POINTS = ["world:reply.accepted"]
 HARDENED_POINTS = ["world:tool.effect", "world:reply.accepted"]
 
 
-def run(folder: str, name: str, tmp_path_factory: pytest.TempPathFactory) -> certify.Certification:
+def run(
+    folder: str, name: str, points: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> certify.Certification:
     description = HERE / folder / f"{name}.yaml"
     with shared.open_lab(commands.load(description)) as lab:
         return certify.certify(
