@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerate README's "Certified frameworks" table: certify every framework example on the
-# `refund` scenario (black-box kills at every world event and two seeded time kills; the
-# hardened LangGraph agent in boundary mode too) and print the dated table rows that
-# `crashcert certify --markdown` writes. Heavy: take the machine's lock where it is shared.
+# Regenerate docs/frameworks.md's dated certification table: certify every framework
+# example on the `refund` scenario (black-box kills at every world event and two seeded time
+# kills; the hardened LangGraph agent in boundary mode too), print the table rows that
+# `crashcert certify --markdown` writes and rewrite them between the markers in
+# docs/frameworks.md. Heavy: take the machine's lock where it is shared.
 #   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,openai-agents,pydantic-ai])
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,14 +33,6 @@ for description in tests/contract/dbos_engine/dbos_engine.yaml \
 done
 certify tests/contract/langgraph_engine/langgraph_hardened.yaml both
 
-"${PYTHON:-.venv/bin/python}" - "$out" <<'PY'
-import pathlib, sys
-from harness.campaigns import certify_table
-rows = []
-for path in sorted(pathlib.Path(sys.argv[1]).glob("*.md")):
-    text = path.read_text()
-    rows += [line for line in text.split("## Certification table", 1)[-1].splitlines()
-             if line.startswith("| ") and not line.startswith("| framework")]
-print(certify_table.HEADER)
-print("\n".join(rows))
-PY
+# The rows certify wrote, under the header, printed and put between the markers of the
+# "Certified frameworks" table in docs/frameworks.md.
+"${PYTHON:-.venv/bin/python}" -m harness.report.certify_doc docs/frameworks.md "$out"/*.md

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 python="${PYTHON:-.venv/bin/python}"
 [ -x "$python" ] || python=python3
-markers="${FLAKE_MARKERS-(postgres or matrix or toxiproxy or quality or docker or install) and not slow}"
+markers="${FLAKE_MARKERS-(postgres or matrix or toxiproxy or quality or docker or install or processes) and not slow}"
 runs="${FLAKE_RUNS:-3}"
 hog_run="${FLAKE_HOG_RUN:-2}"
 out="${FLAKE_OUT:-$(mktemp -d -t crashcert-flake.XXXXXX)}"

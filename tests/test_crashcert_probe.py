@@ -19,6 +19,8 @@ import pytest
 
 import crashcert_probe
 
+pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
+
 PROBE = pathlib.Path(crashcert_probe.__file__)
 
 

@@ -1,6 +1,6 @@
 """Checkers: pure functions from a TrialHistory to a verdict with evidence.
 
-`check_all` runs every registered checker in the order of DESIGN.md's invariants table.
+`check_all` runs every registered checker in the order of harness/CONTRACT.md section 7.
 A checker that raises yields ERROR with the exception as evidence, never PASS; a trial
 whose harness broke (`history.harness_error`) is an ERROR whatever the checkers said.
 """

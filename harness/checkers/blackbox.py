@@ -19,8 +19,8 @@ from harness.faults import spec
 from harness.record import history
 
 MODEL_ANSWERED, TOOL_EFFECT, REPLY_ACCEPTED = boundaries.WORLD_POINTS
-# The boundary each world point stands for (DESIGN.md's table): the effect happened outside,
-# the engine has not recorded it.
+# The boundary each world point stands for (harness/CONTRACT.md section 6's table): the
+# effect happened outside, the engine has not recorded it.
 EQUIVALENT = {
     MODEL_ANSWERED: "model.returned",
     TOOL_EFFECT: "tool.returned",

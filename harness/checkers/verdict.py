@@ -38,7 +38,7 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
 class CheckResult(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
-    invariant: str  # a stable id of DESIGN.md's invariants table
+    invariant: str  # a stable id of harness/CONTRACT.md section 7's table
     verdict: Verdict
     summary: str  # one line
     # Precise facts: which call, which key, counts expected vs seen, ledger seq numbers.

@@ -1,4 +1,4 @@
-"""Named durable boundaries (see ../shared/DESIGN.md and harness/CONTRACT.md).
+"""Named durable boundaries (harness/CONTRACT.md section 2).
 
 An engine reports `<name>` right after the transaction that makes it durable commits and,
 for the names in BEFORE_COMMIT, also `<name>:before_commit` just before COMMIT is sent.

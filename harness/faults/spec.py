@@ -40,6 +40,7 @@ PARAMS: dict[str, Param] = {
     param.name: param
     for param in (
         Param("same_worker_id", "flag", "restart the killed worker under the same id"),
+        Param("grace_ms", "milliseconds", "term: how long SIGTERM is given before SIGKILL"),
         Param("heal_after_s", "seconds", "heal the fault after this long"),
         Param("heal_at", "point", "heal when any worker reports this point, e.g. tool.settled#1"),
         Param("resume_after_s", "seconds", "SIGCONT at the latest after this long"),
@@ -210,6 +211,14 @@ CATALOG: dict[str, FaultClass] = {
             "from the point on, the worker's wall clock is off by offset_s (libfaketime)",
             params=("offset_s",),
             skews_clock=True,
+        ),
+        FaultClass(
+            "term",
+            "SIGTERM the worker's process group at the point, as a deploy stops it; SIGKILL "
+            "once grace_ms is over if it still lives",
+            ended_by="grace_over",
+            after_release=True,
+            params=("grace_ms",),
         ),
     )
 }

@@ -31,10 +31,8 @@ def _healed(strike: strike_module.Strike, heal: strike_module.Heal) -> strike_mo
     return run
 
 
-class DbCut:
+class DbCut(strike_module.Kind):
     """Disable the worker's proxy: connections die, none open; heal: enable."""
-
-    needs_worker = True
 
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         proxy = _database_proxy(strike)
@@ -43,10 +41,8 @@ class DbCut:
         return _healed(strike, proxy.enable)
 
 
-class Latency:
+class Latency(strike_module.Kind):
     """Latency far beyond the lease on the worker's database link; heal: remove the toxic."""
-
-    needs_worker = True
 
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         proxy = _database_proxy(strike)
@@ -56,13 +52,11 @@ class Latency:
         return _healed(strike, lambda: proxy.remove_toxic(toxic))
 
 
-class HeldCommit:
+class HeldCommit(strike_module.Kind):
     """Swallow one direction's bytes at a `:before_commit` point: server->engine
     (commit_lost: COMMIT lands, its ack never does) or engine->server (commit_dropped:
     COMMIT never arrives). The heal cuts the hung connections and removes the toxic; its
     record says what really became of the held transaction, read from Postgres by xid."""
-
-    needs_worker = True
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
@@ -92,11 +86,9 @@ class HeldCommit:
         return heal
 
 
-class WorldLink:
+class WorldLink(strike_module.Kind):
     """The worker's own proxy in front of one world service (harness/lab/world_links.py):
     cut by default, slowed with `latency_ms`, every connection reset with `reset_peer`."""
-
-    needs_worker = True
 
     def __init__(self, service: str) -> None:
         self.service = service

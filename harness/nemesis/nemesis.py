@@ -109,7 +109,9 @@ class Nemesis:
         if heal is not None:
             heal_at = boundaries.parse_ref(str(step.params.get("heal_at", "")))
             deadline = HEAL_AT_DEADLINE_LEASES if heal_at else DEFAULT_HEAL_LEASES
-            heal_after = float(step.params.get("heal_after_s", deadline * self._parts.lease_s))
+            heal_after = kind.heal_delay(strike)
+            if heal_after is None:
+                heal_after = float(step.params.get("heal_after_s", deadline * self._parts.lease_s))
             self._schedule(heal_after, heal, f"heal {step.action}", at=heal_at)
 
     def _schedule(

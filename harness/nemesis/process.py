@@ -1,4 +1,5 @@
-"""Faults on a worker's processes: SIGKILL, and SIGSTOP past the lease."""
+"""Faults on a worker's processes: SIGKILL, SIGTERM with a grace (a deploy), and SIGSTOP
+past the lease."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from harness.nemesis import strike as strike_module
 from harness.record import history
 
 PAUSE_MAX_LEASES = 20
+# term without grace_ms: two seconds, as long as many short-lived deploys allow.
+DEFAULT_GRACE_MS = 2000
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
 ADOPTER_PROGRESS = frozenset(
     point
@@ -16,10 +19,8 @@ ADOPTER_PROGRESS = frozenset(
 )
 
 
-class Kill:
+class Kill(strike_module.Kind):
     """SIGKILL the process group; a standby (or a fresh worker) recovers."""
-
-    needs_worker = True
 
     def apply(self, strike: strike_module.Strike) -> None:
         worker, launcher = strike.worker, strike.parts.launcher
@@ -41,10 +42,40 @@ def _restart_same_id(strike: strike_module.Strike) -> None:
     strike.record("restart", ok=True, note=f"restarted as pid {again.pid} with the same worker id")
 
 
-class Pause:
-    """SIGSTOP past the lease until another worker adopts the run; then SIGCONT (a zombie)."""
+class Term(strike_module.Kind):
+    """SIGTERM the process group, as a rolling deploy stops a worker: the engine may finish
+    or hand back its run within `grace_ms`; a worker still alive then is SIGKILLed. A run
+    the stopped worker gave back is taken by the standby, or by the worker the harness starts
+    once this one has exited (a supervisor's replacement)."""
 
-    needs_worker = True
+    def heal_delay(self, strike: strike_module.Strike) -> float:
+        return float(strike.step.params.get("grace_ms", DEFAULT_GRACE_MS)) / 1000.0
+
+    def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
+        worker, launcher = strike.worker, strike.parts.launcher
+        grace_ms = int(self.heal_delay(strike) * 1000)
+        worker.request_stop()
+        strike.record(
+            "term", ok=True, note=f"SIGTERM process group {worker.pgid}, grace {grace_ms} ms"
+        )
+
+        def grace_over() -> None:
+            if worker.alive:
+                worker.kill()
+                note = (
+                    f"still alive {grace_ms} ms after SIGTERM: SIGKILL process group {worker.pgid}"
+                )
+                if not launcher.workers.alive():
+                    launcher.start()  # the pool is empty: a fresh worker, as a deploy brings
+            else:
+                note = f"exited with status {worker.returncode} within {grace_ms} ms of SIGTERM"
+            strike.record("grace_over", ok=True, note=note)
+
+        return grace_over
+
+
+class Pause(strike_module.Kind):
+    """SIGSTOP past the lease until another worker adopts the run; then SIGCONT (a zombie)."""
 
     def apply(self, strike: strike_module.Strike) -> None:
         worker, hit, parts = strike.worker, strike.hit, strike.parts

@@ -9,7 +9,7 @@ from harness.nemesis import strike as strike_module
 DEFAULT_CLOCK_SKEW_S = -3600
 
 
-class PgRestart:
+class PgRestart(strike_module.Kind):
     """`pg_ctl stop -m immediate` under every connection; heal: start Postgres."""
 
     needs_worker = False
@@ -26,11 +26,9 @@ class PgRestart:
         return heal
 
 
-class ClockSkew:
+class ClockSkew(strike_module.Kind):
     """The worker's wall clock jumps by `offset_s` (libfaketime reads its offset file,
     harness/lab/faketime.py) and stays off: nothing heals it."""
-
-    needs_worker = True
 
     def apply(self, strike: strike_module.Strike) -> None:
         offset = float(strike.step.params.get("offset_s", DEFAULT_CLOCK_SKEW_S))

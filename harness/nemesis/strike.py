@@ -73,3 +73,16 @@ class FaultKind(Protocol):
         """Break, record, and return the heal (None: nothing heals it, or it healed itself).
         Raise NotApplied when it cannot strike."""
         ...
+
+    def heal_delay(self, strike: Strike) -> float | None:
+        """Seconds until the heal, when the kind decides it (None: the nemesis's default)."""
+        ...
+
+
+class Kind:
+    """Defaults most kinds share: one worker struck, healed when the nemesis says."""
+
+    needs_worker = True
+
+    def heal_delay(self, strike: Strike) -> float | None:
+        return None

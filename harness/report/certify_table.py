@@ -1,4 +1,4 @@
-"""The dated certification table (README "Certified frameworks"): one row per mode of a
+"""The dated certification table (docs/frameworks.md): one row per mode of a
 certification, with the framework and its installed version, the level (capped by what
 was run, and saying so), the fault classes run, the coverage (required trials struck /
 required), every invariant that did not hold and why, the date and crashcert's version.

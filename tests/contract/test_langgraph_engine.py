@@ -3,8 +3,8 @@
 The naive agent, as LangGraph's tutorials write it, is caught as a black box: a kill after
 the refund's effect refunds twice, a kill after the sink took the reply delivers it twice.
 The hardened agent, whose checkpointer reports the boundaries its commits make durable, is
-judged in boundary mode. A few points only: `crashcert certify` runs the full matrix (README,
-"Certified frameworks"). Optional: `pip install 'crashcert[langgraph]'`.
+judged in boundary mode. A few points only: `crashcert certify` runs the full matrix
+(docs/frameworks.md). Optional: `pip install 'crashcert[langgraph]'`.
 """
 
 from __future__ import annotations

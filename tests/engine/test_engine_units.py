@@ -169,6 +169,7 @@ def test_report_matches_the_harness_schema() -> None:
     assert parsed.budget["tokens"].used == 40
 
 
+@pytest.mark.processes  # a fresh interpreter: the flake hunt runs it
 def test_cli_commands_other_than_worker_do_not_import_openai() -> None:
     code = (
         "import sys; from reference_engine import adapter, cli, commands, maintenance, migrations;"

@@ -1,5 +1,7 @@
 """clock_skew's clock: libfaketime preloaded, shifted at run time by its offset file.
 
+pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
+
 Without a working libfaketime the tests skip saying why, unless CI=true or
 CRASHCERT_REQUIRE_LIBFAKETIME=1 (then they fail): CI must prove the class."""
 

@@ -14,6 +14,8 @@ import pytest
 
 from harness.lab import processes, spawner
 
+pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
+
 # What the engine imports slowly (a framework): preloaded, so imported once, in the server.
 DEPS = """
 import os, pathlib

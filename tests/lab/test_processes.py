@@ -7,8 +7,11 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from harness.lab import processes
+
+pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
 
 # A worker that starts a child and then waits forever: a kill must take both.
 PARENT_WITH_CHILD = (

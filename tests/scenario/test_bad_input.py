@@ -358,7 +358,8 @@ def test_a_nul_in_scripted_text_is_refused(tmp_path, change, field):
         ("kill@tools.pending#1?same_worker_id=yes", "same_worker_id=yes: expected true or false"),
         (
             "kill@tools.pending#1?bogus=1",
-            "unknown param 'bogus'; known: after_chunks, heal_after_s, heal_at, latency_ms",
+            "unknown param 'bogus'; known: after_chunks, grace_ms, heal_after_s, heal_at, "
+            "latency_ms",
         ),
         (
             "db_cut@tools.pending#1?heal_after_s=1&heal_after_s=2",
