@@ -220,6 +220,11 @@ CATALOG: dict[str, FaultClass] = {
             after_release=True,
             params=("grace_ms",),
         ),
+        FaultClass(
+            "dup_owner",
+            "start a second live worker under the id of the worker held at the point, as a "
+            "duplicate pod or a supervisor's mistaken restart does; both live on",
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(CATALOG)

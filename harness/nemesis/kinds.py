@@ -14,6 +14,7 @@ from harness.nemesis import links, process, shared_world, strike
 KINDS: dict[str, strike.FaultKind] = {
     "kill": process.Kill(),
     "term": process.Term(),
+    "dup_owner": process.DupOwner(),
     "pause": process.Pause(),
     "db_cut": links.DbCut(),
     "commit_lost": links.HeldCommit("downstream"),

@@ -11,6 +11,8 @@ from harness.record import history
 PAUSE_MAX_LEASES = 20
 # term without grace_ms: two seconds, as long as many short-lived deploys allow.
 DEFAULT_GRACE_MS = 2000
+# dup_owner: how long the held worker waits for its twin's first boundary.
+TWIN_WAIT_LEASES = 2
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
 ADOPTER_PROGRESS = frozenset(
     point
@@ -72,6 +74,27 @@ class Term(strike_module.Kind):
             strike.record("grace_over", ok=True, note=note)
 
         return grace_over
+
+
+class DupOwner(strike_module.Kind):
+    """A second live process under the held worker's id (a StatefulSet split brain, a
+    supervisor that restarted a worker it wrongly took for dead): both live on. A worker id
+    names a deployment slot, not a process: fencing must tell the two apart. The held
+    worker goes on once the twin reported its first boundary (or after TWIN_WAIT_LEASES),
+    so both meet the run in the same state, whatever the machine's load."""
+
+    def apply(self, strike: strike_module.Strike) -> None:
+        worker, parts = strike.worker, strike.parts
+        try:
+            twin = parts.launcher.start(worker_id=worker.worker_id)
+        except errors.CrashcertError as error:
+            raise strike_module.NotApplied(f"second worker failed to start: {error}") from error
+        first = parts.recorder.wait_for(
+            lambda hit: hit.pid == twin.pid, timeout=TWIN_WAIT_LEASES * parts.lease_s
+        )
+        seen = f"it reported {first.point}" if first else "it reported nothing"
+        note = f"second worker pid {twin.pid} as {worker.worker_id} ({seen}); {worker.pid} lives on"
+        strike.record("dup_owner", ok=True, note=note)
 
 
 class Pause(strike_module.Kind):

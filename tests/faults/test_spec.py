@@ -23,7 +23,7 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
         "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
-        "clock_skew", "term",
+        "clock_skew", "term", "dup_owner",
     )  # fmt: skip
 
 

@@ -70,7 +70,7 @@ def steps(draw: st.DrawFn) -> spec.FaultStep:
         point = draw(st.sampled_from(BEFORE_COMMIT_POINTS) if fault.before_commit else any_point)
     # The params its class reads: any other is refused (issue 33).
     names = [name for name in fault.params if name != "heal_at" or fault.healed]
-    chosen = draw(st.lists(st.sampled_from(names), unique=True))
+    chosen = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
     params = {name: draw(param_values(spec.PARAMS[name])) for name in chosen}
     if action in spec.LINKS and params.get("reset_peer"):
         params.pop("latency_ms", None)  # a link is cut, slowed or reset: one at a time
