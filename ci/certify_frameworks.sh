@@ -4,7 +4,7 @@
 # kills; the hardened LangGraph agent in boundary mode too), print the table rows that
 # `crashcert certify --markdown` writes and rewrite them between the markers in
 # docs/frameworks.md. Heavy: take the machine's lock where it is shared.
-#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal])
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,openai-agents,pydantic-ai])
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,7 +26,11 @@ for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/dbos_engine/dbos_engine_reserved.yaml \
     tests/contract/langgraph_engine/langgraph_naive.yaml \
     tests/contract/temporal_engine/temporal_naive.yaml \
-    tests/contract/temporal_engine/temporal_hardened.yaml; do
+    tests/contract/temporal_engine/temporal_hardened.yaml \
+    tests/contract/openai_agents_engine/openai_agents_naive.yaml \
+    tests/contract/openai_agents_engine/openai_agents_hardened.yaml \
+    tests/contract/pydantic_ai_engine/pydantic_ai_naive.yaml \
+    tests/contract/pydantic_ai_engine/pydantic_ai_hardened.yaml; do
     certify "$description" blackbox
 done
 certify tests/contract/langgraph_engine/langgraph_hardened.yaml both

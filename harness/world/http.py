@@ -75,6 +75,9 @@ class Response:
     # Set: the response streams these as server-sent events (`data: <json>`, then
     # `data: [DONE]`) and `body` is not sent.
     events: Sequence[Any] | None = None
+    # `responses`: each event also names its `type` (`event: ...`) and no [DONE] follows,
+    # as the Responses API frames its stream.
+    framing: Literal["chat", "responses"] = "chat"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -520,11 +523,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _stream(self, response: Response, cut: Fate | None) -> None:
         """Server-sent events in HTTP/1.1 chunks; a cut ends the body cleanly early, so the
         client sees a stream that just stops (no error, no [DONE])."""
-        events = [f"data: {json.dumps(event)}\n\n".encode() for event in response.events or ()]
-        if cut is None:
-            events.append(b"data: [DONE]\n\n")
-        else:
+        named = response.framing == "responses"
+        events = [_event(event, named) for event in response.events or ()]
+        if cut is not None:
             events = events[: cut.events_sent(len(events))]
+        elif not named:
+            events.append(b"data: [DONE]\n\n")
         try:
             self.send_response(response.status)
             self.send_header("Content-Type", "text/event-stream")
@@ -540,6 +544,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError as error:
             self.close_connection = True
             logger.debug("world service %s: stream not delivered: %s", self._app.name, error)
+
+
+def _event(event: Any, named: bool) -> bytes:
+    head = f"event: {event['type']}\n" if named else ""
+    return f"{head}data: {json.dumps(event)}\n\n".encode()
 
 
 class Service:

@@ -20,6 +20,11 @@ class Entry(pydantic.BaseModel):
     t: float = 0.0
 
 
+# The model protocol a request used (its messages are the Chat Completions transcript).
+ModelApi = Literal["chat.completions", "responses"]
+CHAT_API: ModelApi = "chat.completions"
+
+
 class ModelRequest(Entry):
     kind: Literal["model.request"] = "model.request"
     run_key: str | None
@@ -35,6 +40,8 @@ class ModelRequest(Entry):
     error: str | None = None
     # Asked with `stream: true`: answered as server-sent events (a stream_cut can cut it).
     stream: bool = False
+    # `responses`: asked at /v1/responses; `messages` is the transcript its input stands for.
+    api: ModelApi = CHAT_API
 
 
 class ToolRequest(Entry):

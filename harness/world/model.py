@@ -1,4 +1,6 @@
-"""The scripted model: OpenAI Chat Completions compatible, answering from the scenario.
+"""The scripted model: OpenAI Chat Completions and Responses compatible, answering from
+the scenario (`/v1/chat/completions`; `/v1/responses` reads its input as the same
+transcript, harness/world/responses.py).
 
 The run is the key in the marker `[crashcert-run: KEY]` of the first user message, the
 turn the number of assistant messages. The same transcript always gets the same answer,
@@ -18,7 +20,7 @@ from typing import Any
 
 from harness import errors
 from harness.scenario import schema
-from harness.world import auth, http, ledger, stream, transcript
+from harness.world import auth, http, ledger, responses, stream, transcript
 from harness.world import hooks as hooks_module
 
 MODEL_NAME = "crashcert-scripted"
@@ -61,6 +63,7 @@ class ModelServer(http.Service):
             "model",
             [
                 http.Route("POST", "/v1/chat/completions", self._complete),
+                http.Route("POST", "/v1/responses", self._respond),
                 http.Route("GET", "/v1/models", self._models),
             ],
             guard=guard,
@@ -92,6 +95,12 @@ class ModelServer(http.Service):
             )
 
     def _complete(self, request: http.Request) -> http.Response:
+        return self._answer(request, ledger.CHAT_API)
+
+    def _respond(self, request: http.Request) -> http.Response:
+        return self._answer(request, responses.API)
+
+    def _answer(self, request: http.Request, api: ledger.ModelApi) -> http.Response:
         messages: list[dict[str, Any]] = []
         run_key: str | None = None
         turn = 0
@@ -100,7 +109,7 @@ class ModelServer(http.Service):
         try:
             body = request.json_object()
             streamed = body.get("stream") is True
-            messages = _messages(body)
+            messages = _messages(body) if api == ledger.CHAT_API else responses.to_messages(body)
             turn = sum(1 for message in messages if message.get("role") == "assistant")
             run_key = find_run_key(messages)
             if run_key is None:
@@ -126,6 +135,7 @@ class ModelServer(http.Service):
                     problems=problems,
                     error=error.message,
                     stream=streamed,
+                    api=api,
                 )
             )
             raise
@@ -146,15 +156,26 @@ class ModelServer(http.Service):
                 usage=usage,
                 problems=problems,
                 stream=streamed,
+                api=api,
             )
         )
         hooks_module.call(self.hooks.model_answered, entry, name="model_answered")
         model = body.get("model")
+        model = model if isinstance(model, str) else MODEL_NAME
+        if api == responses.API:
+            answer = responses.response(
+                message, usage, seq=entry.seq, created=int(entry.t), model=model
+            )
+            if streamed:
+                return http.Response(
+                    200, None, events=responses.events(answer), framing="responses"
+                )
+            return http.Response(200, answer)
         completion = {
             "id": f"chatcmpl-{entry.seq}",
             "object": "chat.completion",
             "created": int(entry.t),
-            "model": model if isinstance(model, str) else MODEL_NAME,
+            "model": model,
             "choices": [
                 {
                     "index": 0,
