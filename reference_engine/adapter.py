@@ -15,7 +15,7 @@ import json
 import threading
 from typing import Any
 
-from reference_engine import commands, connection, inputs, migrations, reads
+from reference_engine import commands, connection, errors, inputs, migrations, reads
 from reference_engine import report as report_module
 
 _kept: dict[str, tuple[connection.Connector, threading.Lock]] = {}
@@ -61,14 +61,23 @@ def submit(dsn: str, run_input: dict[str, Any]) -> str:
         return commands.create_run(db, parsed)[0]
 
 
+def _read(dsn: str, read: collections.abc.Callable[[connection.Connector], Any]) -> Any:
+    """A read on the kept connection, asked once more on a fresh one when the kept one had
+    died (a restarted server): a database that is up answers, one that is down still fails."""
+    try:
+        with _connect(dsn) as db:
+            return read(db)
+    except errors.DatabaseUnavailable:
+        with _connect(dsn) as db:
+            return read(db)
+
+
 def report(dsn: str, run_id: str) -> dict[str, Any]:
-    with _connect(dsn) as db:
-        return report_module.build(reads.load(db, run_id))
+    return _read(dsn, lambda db: report_module.build(reads.load(db, run_id)))
 
 
 def export(dsn: str, run_id: str) -> dict[str, list[dict[str, Any]]]:
-    with _connect(dsn) as db:
-        return reads.export(db, run_id)
+    return _read(dsn, lambda db: reads.export(db, run_id))
 
 
 def approve(dsn: str, run_id: str, tool_call_id: str) -> str:

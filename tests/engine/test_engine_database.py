@@ -545,3 +545,27 @@ def test_a_transaction_stopped_at_before_commit_is_ended_by_the_server(engine_db
         0,
     )
     db.close()
+
+
+def test_the_adapter_answers_after_its_kept_connection_died(engine_db: str) -> None:
+    """A kept adapter connection killed under it (a restarted server) costs the next read
+    nothing: it is asked once more on a fresh connection (soak reads reports after
+    pg_restart; the first read after one used to fail with "server closed the connection")."""
+    from reference_engine import adapter
+
+    run_input = make_input().model_dump(mode="json")
+    run_id = adapter.submit(engine_db, run_input)
+    try:
+        before = adapter.report(engine_db, run_id)
+        pids = sql(
+            engine_db,
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            "reference_engine adapter",
+        )
+        assert pids, "the adapter keeps a connection"
+        for (pid,) in pids:
+            sql(engine_db, "SELECT pg_terminate_backend(%s)", pid)
+        assert adapter.report(engine_db, run_id)["status"] == before["status"]
+        assert adapter.export(engine_db, run_id)
+    finally:
+        adapter.forget(engine_db)
