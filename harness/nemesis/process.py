@@ -3,6 +3,8 @@ past the lease."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness import errors
 from harness.contract import boundaries
 from harness.nemesis import strike as strike_module
@@ -30,8 +32,13 @@ class Kill(strike_module.Kind):
         strike.record("kill", ok=True, note=f"SIGKILL process group {worker.pgid}")
         if strike.step.params.get("same_worker_id"):
             _restart_same_id(strike)
-        if not launcher.workers.alive():
-            launcher.start()  # the pool is empty: a fresh worker, as a supervisor would
+        _refill(launcher)
+
+
+def _refill(launcher: Any) -> None:
+    """A pool a kill left empty gets a fresh worker, as a supervisor (or a deploy) brings."""
+    if not launcher.workers.alive():
+        launcher.start()
 
 
 def _restart_same_id(strike: strike_module.Strike) -> None:
@@ -67,8 +74,7 @@ class Term(strike_module.Kind):
                 note = (
                     f"still alive {grace_ms} ms after SIGTERM: SIGKILL process group {worker.pgid}"
                 )
-                if not launcher.workers.alive():
-                    launcher.start()  # the pool is empty: a fresh worker, as a deploy brings
+                _refill(launcher)
             else:
                 note = f"exited with status {worker.returncode} within {grace_ms} ms of SIGTERM"
             strike.record("grace_over", ok=True, note=note)
