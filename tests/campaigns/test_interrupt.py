@@ -145,3 +145,62 @@ def test_an_interrupted_trial_is_inconclusive_even_when_its_teardown_broke() -> 
     assert checkers.trial_verdict(trial, results) is verdict.Verdict.INCONCLUSIVE
     broken = trial.model_copy(update={"interrupted": None})
     assert checkers.trial_verdict(broken, results) is verdict.Verdict.ERROR
+
+
+def test_sigterm_mid_matrix_keeps_what_ran_and_stores_the_trial_in_flight(
+    tmp_path: pathlib.Path, private_tmp: pathlib.Path
+) -> None:
+    """A CI job cancelled mid-matrix (issue 33): the trials that ended keep their verdicts,
+    the one in flight is stored INCONCLUSIVE, nothing more starts, and analyze reads them all."""
+    slow = _slow_refund(tmp_path)
+    child = subprocess.Popen(
+        [
+            *(CRASHCERT, "matrix", "--scenario", "refund", "--scenario", str(slow)),
+            *("--points", "tool.returned", "--jobs", "1", "--out", "out"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
+    )
+    deadline = time.monotonic() + STARTED_TIMEOUT_S
+    # refund's baseline ended, and slow_refund's trial waits on its 30 s lookup.
+    while not (
+        list(tmp_path.glob("out/*/refund/*/history.jsonl"))
+        and list(tmp_path.glob("out/*/slow_refund/*/workers/*.log"))
+    ):
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the matrix never reached slow_refund"
+        time.sleep(POLL_S)
+    time.sleep(1.0)
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=STOP_TIMEOUT_S)
+    assert child.returncode == 130, (out + err)[-3000:]
+    assert "Traceback" not in err
+    assert not list(private_tmp.glob("cc-*")), "the control socket's directory was left"
+
+    metas = {
+        path.parent.relative_to(next(tmp_path.glob("out/*"))).as_posix(): json.loads(
+            path.read_text()
+        )
+        for path in tmp_path.glob("out/*/*/*/meta.json")
+    }
+    finished = {name: m["verdict"] for name, m in metas.items() if not m["interrupted"]}
+    stopped = {name: m["verdict"] for name, m in metas.items() if m["interrupted"]}
+    assert finished and set(finished.values()) == {"PASS"}, metas
+    assert list(stopped.values()) == ["INCONCLUSIVE"], metas  # one in flight, none after
+    [name] = stopped
+    assert name.startswith("slow_refund/"), metas
+    assert all((tmp_path / "out").glob(f"*/{name}/history.jsonl") for name in metas)
+
+    analyzed = subprocess.run(
+        [CRASHCERT, "analyze", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert analyzed.returncode == 2, analyzed.stdout + analyzed.stderr  # worst: INCONCLUSIVE
+    assert analyzed.stdout.count(f"INTERRUPTED: {interrupt.NOTE}") == 1, analyzed.stdout
