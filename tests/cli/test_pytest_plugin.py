@@ -36,12 +36,6 @@ def _run(
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", *extra, timeout=600)
 
 
-def test_the_marker_expands_into_cases_and_the_reference_engine_passes(pytester, monkeypatch):
-    result = _run(pytester, monkeypatch, "reference", ["reply.sent", "tool.started"])
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_crash_matrix?sink_no_query-reply.sent? PASSED*"])
-
-
 def test_a_broken_engine_fails_with_its_rerun_command(pytester, monkeypatch):
     engine = str(ROOT / "tests" / "quality" / "engines" / "resend_reply.yaml")
     result = _run(pytester, monkeypatch, engine, ["reply.sent"])
