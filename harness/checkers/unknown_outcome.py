@@ -77,17 +77,17 @@ def _interrupted_call(
     named: dict[str, str],
 ) -> _Interrupted | None:
     assert item.hit is not None
-    call_id = item.hit.detail.get("tool_call_id")
+    call_id = facts.hit_call_id(history, item.hit)
     key = item.hit.detail.get("key")
     key = key if isinstance(key, str) else None
     # A key the engine named for one call says which of equal calls this is (a black box's
-    # translated hit only guesses the id from the arguments).
+    # world hit names no id: facts.hit_call_id guesses it from the effect's arguments).
     owners = [cid for cid, named_key in named.items() if named_key == key and cid in scripted]
     if len(owners) == 1:
         call_id = owners[0]
     if isinstance(call_id, str) and call_id in scripted:
         return _Interrupted(scripted[call_id].call, call_id, key or named.get(call_id))
-    if item.hit.point == "tool.returned":
+    if facts.point(item.hit) == "tool.returned":
         # The call in flight: the last request the world saw before the hit.
         before = [request for request in facts.tool_requests(history) if request.t <= item.hit.t]
         if before:
