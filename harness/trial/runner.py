@@ -465,14 +465,9 @@ def _poll_until_terminal(
             break
 
 
-def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:
-    """Replace workers that died on their own, recording nothing (harness/campaigns/soak.py)."""
-    _record_crashes(launcher, None, replace=True)
-
-
 def _record_crashes(
     launcher: launcher_module.Launcher,
-    recorder: recorder_module.Recorder | None,
+    recorder: recorder_module.Recorder,
     *,
     replace: bool,
 ) -> None:
@@ -483,7 +478,7 @@ def _record_crashes(
         if worker.alive or worker.killed or worker.replaced:
             continue
         worker.replaced = True
-        if worker.returncode and recorder is not None:
+        if worker.returncode:
             recorder.append(
                 history.WorkerEvent(
                     event="crashed",
