@@ -11,8 +11,7 @@ boundaries (`lease.fencing`) say INCONCLUSIVE instead of passing by default.
 from __future__ import annotations
 
 from harness import checkers
-from harness.checkers import facts
-from harness.checkers import verdict as verdict_module
+from harness.checkers import facts, verdict
 from harness.contract import boundaries
 from harness.record import history
 
@@ -28,7 +27,7 @@ def is_black_box(trial: history.TrialHistory) -> bool:
     return not any(not boundaries.is_blackbox_point(hit.point) for hit in trial.boundary_hits())
 
 
-def judge(trial: history.TrialHistory) -> list[verdict_module.CheckResult]:
+def judge(trial: history.TrialHistory) -> list[verdict.CheckResult]:
     """check_all on the history as recorded; no PASS without the evidence for it."""
     results = checkers.check_all(trial)
     if not is_black_box(trial):
@@ -37,14 +36,14 @@ def judge(trial: history.TrialHistory) -> list[verdict_module.CheckResult]:
 
 
 def _black_box_result(
-    trial: history.TrialHistory, result: verdict_module.CheckResult
-) -> verdict_module.CheckResult:
+    trial: history.TrialHistory, result: verdict.CheckResult
+) -> verdict.CheckResult:
     declared = trial.declared_boundaries
-    unshown = (verdict_module.Verdict.PASS, verdict_module.Verdict.INCONCLUSIVE)
+    unshown = (verdict.Verdict.PASS, verdict.Verdict.INCONCLUSIVE)
     if result.invariant in NEEDS_BOUNDARIES and result.verdict in unshown:
         # The first reason it cannot be shown, whatever else the checker found missing.
         return _unproven(result, _no_claims(declared))
-    if result.verdict is verdict_module.Verdict.INCONCLUSIVE and declared:
+    if result.verdict is verdict.Verdict.INCONCLUSIVE and declared:
         if result.invariant in SHOWN_BY_BOUNDARIES:
             # "not reported" means: not collected in this trial, not "the engine has none".
             return result.model_copy(
@@ -53,7 +52,7 @@ def _black_box_result(
                     "evidence": [*result.evidence, NOT_COLLECTED],
                 }
             )
-    if result.verdict is not verdict_module.Verdict.PASS:
+    if result.verdict is not verdict.Verdict.PASS:
         return result
     time_kills = [
         fault
@@ -81,10 +80,10 @@ def _no_claims(declared: list[str] | None) -> str:
     return "the engine reports no run.claimed: handovers are invisible"
 
 
-def _unproven(result: verdict_module.CheckResult, why: str) -> verdict_module.CheckResult:
-    return verdict_module.CheckResult(
+def _unproven(result: verdict.CheckResult, why: str) -> verdict.CheckResult:
+    return verdict.CheckResult(
         invariant=result.invariant,
-        verdict=verdict_module.Verdict.INCONCLUSIVE,
+        verdict=verdict.Verdict.INCONCLUSIVE,
         summary=f"black box: {why}",
         evidence=[f"black box: {why}", f"the checker alone said: {result.summary}"],
     )

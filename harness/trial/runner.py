@@ -21,7 +21,7 @@ from typing import Any
 import pydantic
 
 from harness import errors
-from harness.checkers import judge as judge_module
+from harness.checkers import judge
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.engines import blackbox as blackbox_engine
@@ -182,7 +182,7 @@ def _finish(
 ) -> TrialOutcome:
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
-    results, verdict = judge_module.judge(trial)
+    results, verdict = judge.judge(trial)
     repro = repro_command(spec, trial=trial, black_box=black_box)
     store.write_trial(
         directory,
