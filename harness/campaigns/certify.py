@@ -22,10 +22,9 @@ import rich.table
 from harness import checkers, errors
 from harness.campaigns import cert_trial, coverage
 from harness.campaigns import matrix as matrix_module
-from harness.checkers import levels
-from harness.checkers import verdict as verdict_module
+from harness.checkers import levels, verdict
 from harness.contract import boundaries
-from harness.engines import capabilities as capabilities_module
+from harness.engines import capabilities
 from harness.faults import spec as fault_spec
 from harness.lab import shared
 from harness.planning import plan as plan_module
@@ -44,7 +43,7 @@ TIME = cert_trial.TIME
 # wall-clock span of the baseline, which differs on every machine; one shard runs them all.
 TIME_KILLS = "time kills"
 PLAN_APPLIED = cert_trial.PLAN_APPLIED
-Verdict = verdict_module.Verdict
+Verdict = verdict.Verdict
 
 
 Counted = cert_trial.Counted
@@ -101,7 +100,7 @@ class Certification:
     def verdict_of(self, invariant: str, trials: list[Trial] | None = None) -> Verdict:
         """The worst verdict of `invariant` over the trials (a missing result is an ERROR)."""
         chosen = self.trials if trials is None else trials
-        return verdict_module.worst(trial.verdict(invariant) for trial in chosen)
+        return verdict.worst(trial.verdict(invariant) for trial in chosen)
 
     @property
     def held(self) -> set[str]:
@@ -217,7 +216,7 @@ def certify(
     result = Certification(engine=lab.engine.name, engine_ref=engine_ref, modes=modes)
     result.framework, result.framework_version = certify_table.framework_of(lab.engine)
     result.required = []
-    scenarios = _offered(scenarios, capabilities_module.offered(lab.engine), result.not_offered)
+    scenarios = _offered(scenarios, capabilities.offered(lab.engine), result.not_offered)
     for chosen in modes:
         mode_lab = lab if chosen == "boundary" else lab.as_black_box()
         wanted = _points_for(chosen, points)
@@ -265,7 +264,7 @@ def _offered(
     """The scenarios the engine can run; each other one is listed under what it lacks."""
     kept = []
     for reference, scenario in scenarios:
-        lacking = capabilities_module.missing(scenario, offers)
+        lacking = capabilities.missing(scenario, offers)
         for name in lacking:
             not_offered.setdefault(name, []).append(scenario.name)
         if not lacking:
@@ -427,7 +426,7 @@ def coverage_lines(cert: Certification) -> list[str]:
     for name, names in cert.not_offered.items():
         lines.append(
             f"not offered: {name} ({', '.join(names)} not run): "
-            f"{capabilities_module.UNPROVEN.get(name, name)} unproven"
+            f"{capabilities.UNPROVEN.get(name, name)} unproven"
         )
     for invariant, count in cert.self_reported.items():
         lines.append(

@@ -25,8 +25,10 @@ from harness import checkers, errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.engines import blackbox as blackbox_engine
+from harness.faults import spec
 from harness.lab import database_links, shared
 from harness.lab import launcher as launcher_module
+from harness.nemesis import nemesis
 from harness.record import history
 from harness.record import recorder as recorder_module
 from harness.scenario import schema
@@ -44,7 +46,13 @@ SOAK_INVARIANTS = (
     "reply.single_delivery",
     "transcript.intact",
 )
-FAULT_KINDS = ("kill", "pause", "db_cut")
+# What the storm strikes at random (the catalog's `storm` classes), and on a schedule.
+FAULT_KINDS = spec.STORM
+PG_RESTART = "pg_restart"
+PG_STARTED = spec.CATALOG[PG_RESTART].ended_by
+# How long a storm's fault that heals lasts, in leases: a pause past the lease (another
+# worker adopts the run), a database cut around it.
+LASTS_LEASES = {"pause": (1.5, 3.0), "db_cut": (0.5, 2.0)}
 # Run keys carry a five-digit index: with more runs one key would be a prefix of another.
 DEFAULT_SETTLE_S = 120.0  # after the storm: how long runs may take to finish
 MAX_RUNS = 100_000
@@ -113,22 +121,29 @@ def run_soak(
     )
     # Fixed width: no run key is a prefix of another (the world attributes by substring).
     keys = [f"{scenario.name}-{soak_id}-r{index:05d}" for index in range(runs)]
+    # The trial's nemesis, with no plan: the storm tells it what to strike and when.
+    storm = nemesis.Nemesis(
+        [],
+        launcher=launcher,
+        recorder=recorder,
+        proxies=proxies,
+        pg=lab.pg,
+        lease_s=engine.lease_ms / 1000.0,
+        dsn=dsn,
+    )
     try:
         run_ids = {key: engine.submit(dsn, runner.build_input(scenario, key)) for key in keys}
-        for _ in range(workers):
-            launcher.start()
+        pool = _Pool(launcher, workers)
+        pool.fill()
         _storm(
-            lab,
-            launcher,
-            proxies,
-            rng,
-            counts,
+            _Storm(storm, recorder, rng, counts, lease_s=engine.lease_ms / 1000.0),
+            pool,
             storm_s=storm_s,
             pg_restarts=pg_restarts,
-            lease_s=engine.lease_ms / 1000.0,
         )
-        reports = _settle(engine, dsn, run_ids, launcher, settle_s=settle_s)
+        reports = _settle(engine, dsn, run_ids, pool, settle_s=settle_s)
     finally:
+        storm.close()
         launcher.close()
         world.stop()
         proxies.close()
@@ -183,67 +198,115 @@ def _terminal(report: run_report.RunReport | None) -> bool:
     return report is not None and report.terminal
 
 
-def _storm(
-    lab: shared.Lab,
-    launcher: launcher_module.Launcher,
-    proxies: Any,
-    rng: random.Random,
-    counts: dict[str, int],
-    *,
-    storm_s: float,
-    pg_restarts: int,
-    lease_s: float,
-) -> None:
+@dataclasses.dataclass
+class _Pool:
+    """The workers a supervisor keeps running: one that died (killed or crashed) is
+    replaced, a paused one is still there."""
+
+    launcher: launcher_module.Launcher
+    size: int
+
+    def fill(self) -> None:
+        for _ in range(self.size - len(self.launcher.workers.alive())):
+            self.launcher.start()
+
+
+@dataclasses.dataclass
+class _Storm:
+    """Strikes through the nemesis, each at the moment it strikes (`time:+S.SSs` into the
+    storm), each on its own thread: a pause holds its thread until it resumes, the storm
+    goes on."""
+
+    nemesis: nemesis.Nemesis
+    recorder: recorder_module.Recorder
+    rng: random.Random
+    counts: dict[str, int]
+    lease_s: float
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+
+    def strike(self, action: str, worker: Any, params: dict[str, Any]) -> history.BoundaryHit:
+        point = f"time:+{time.monotonic() - self.started:.2f}s"
+        hit = self.recorder.append(
+            history.BoundaryHit(
+                point=point,
+                occurrence=1,
+                run_id=None,
+                worker_id=worker.worker_id if worker else None,
+                pid=worker.pid if worker else None,
+            )
+        )
+        assert isinstance(hit, history.BoundaryHit)
+        step = spec.FaultStep(action=action, point=point, params=params)
+        thread = threading.Thread(target=self.nemesis.strike, args=(step, hit), daemon=True)
+        self.threads.append(thread)
+        thread.start()
+        self.counts[action] += 1
+        return hit
+
+    def restart_postgres(self, outage_s: float) -> None:
+        """Postgres down for `outage_s` (the outage itself is the fault); the storm waits
+        until it is up again."""
+        struck = self.strike(PG_RESTART, None, {"heal_after_s": outage_s}).seq
+        self.threads[-1].join()
+        deadline = time.monotonic() + outage_s + nemesis.HEAL_WAIT_S
+        while time.monotonic() < deadline:
+            records = self._faults_since(struck)
+            if PG_STARTED in records or records.get(PG_RESTART) is not True:
+                return  # up again, or it never went down (recorded not applied)
+            time.sleep(0.05)
+
+    def _faults_since(self, seq: int) -> dict[str, bool]:
+        """Fault records after `seq`: action -> applied."""
+        return {
+            event.action: event.ok
+            for event in self.recorder.events()
+            if isinstance(event, history.FaultApplied) and event.seq > seq
+        }
+
+    def calm(self) -> None:
+        """Every fault heals before the reckoning: pauses resume, cuts and outages heal."""
+        for thread in self.threads:
+            thread.join()
+        self.nemesis.close()
+
+
+def _lasting(kind: str, rng: random.Random, lease_s: float) -> dict[str, Any]:
+    """How long a fault that heals lasts, seeded (in leases, LASTS_LEASES), as the param of
+    its class that says when it ends (`resume_after_s`, `heal_after_s`)."""
+    if kind not in LASTS_LEASES:
+        return {}
+    (name,) = [param for param in spec.CATALOG[kind].params if param.endswith("_after_s")]
+    return {name: rng.uniform(*LASTS_LEASES[kind]) * lease_s}
+
+
+def _storm(storm: _Storm, pool: _Pool, *, storm_s: float, pg_restarts: int) -> None:
     """Seeded faults for `storm_s` seconds; Postgres restarts at evenly spaced moments."""
+    rng, lease_s = storm.rng, storm.lease_s
     start = time.monotonic()
     restart_at = [start + storm_s * (i + 1) / (pg_restarts + 1) for i in range(pg_restarts)]
-    heals: list[threading.Timer] = []
     while time.monotonic() - start < storm_s:
         if restart_at and time.monotonic() >= restart_at[0]:
             restart_at.pop(0)
-            lab.pg.stop_immediate()
-            counts["pg_restart"] += 1
-            time.sleep(rng.uniform(0.2, 1.0))  # the outage itself is the fault
-            lab.pg.start()
-        alive = launcher.workers.alive()
+            storm.restart_postgres(rng.uniform(0.2, 1.0))
+        pool.fill()
+        alive = pool.launcher.workers.alive()
         kind = rng.choice(FAULT_KINDS)
         if alive:
             worker = rng.choice(alive)
-            if kind == "kill":
-                worker.kill()
-                launcher.start()
-            elif kind == "pause" and not worker.paused:
-                worker.pause()
-                heals.append(_later(rng.uniform(1.5, 3.0) * lease_s, worker.resume))
-            elif kind == "db_cut" and worker.worker_id in proxies.by_worker:
-                proxy = proxies.by_worker[worker.worker_id]
-                proxy.disable()
-                heals.append(_later(rng.uniform(0.5, 2.0) * lease_s, proxy.enable))
-            counts[kind] += 1
+            if not (kind == "pause" and worker.paused):  # a paused worker stays paused
+                storm.strike(kind, worker, _lasting(kind, rng, lease_s))
         time.sleep(rng.uniform(0.2, 1.0))  # the storm's pace, from the seed
     for _ in restart_at:  # restarts the storm's pace left for its very end
-        lab.pg.stop_immediate()
-        counts["pg_restart"] += 1
-        lab.pg.start()
-    for timer in heals:  # every fault heals before the reckoning
-        timer.join()
-    for worker in launcher.workers.alive():
-        if worker.paused:
-            worker.resume()
-
-
-def _later(delay_s: float, action: Any) -> threading.Timer:
-    timer = threading.Timer(delay_s, action)
-    timer.daemon = True
-    timer.start()
-    return timer
+        storm.restart_postgres(0.0)
+    storm.calm()
 
 
 def _settle(
     engine: Any,
     dsn: str,
     run_ids: dict[str, str],
-    launcher: launcher_module.Launcher,
+    pool: _Pool,
     *,
     settle_s: float,
 ) -> dict[str, run_report.RunReport]:
@@ -254,7 +317,7 @@ def _settle(
         open_runs = [rid for rid in run_ids.values() if not _terminal(reports.get(rid))]
         for run_id in open_runs:
             reports[run_id] = engine.report(dsn, run_id)
-        runner._restart_crashed_workers(launcher)
+        pool.fill()  # a worker that crashed is replaced, as a supervisor would
         if all(_terminal(reports.get(rid)) for rid in run_ids.values()):
             return reports
         if time.monotonic() >= deadline:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from harness.checkers import verdict
 from harness.contract import boundaries
-from harness.record import history as history_module
+from harness.record import history
 
 PLAN = "plan.applied"
 ACTIONS = "scenario.actions"
 
 
-def plan_result(trial: history_module.TrialHistory) -> verdict.CheckResult:
+def plan_result(trial: history.TrialHistory) -> verdict.CheckResult:
     """Every planned fault must have struck, or the trial proves nothing: INCONCLUSIVE.
     A time kill that struck once the run was terminal tested nothing either."""
     late = after_terminal(trial)
@@ -38,7 +38,7 @@ def plan_result(trial: history_module.TrialHistory) -> verdict.CheckResult:
     )
 
 
-def after_terminal(trial: history_module.TrialHistory) -> list[history_module.FaultApplied]:
+def after_terminal(trial: history.TrialHistory) -> list[history.FaultApplied]:
     """Time kills that struck at or after the moment the run was first seen terminal."""
     if trial.finished_at is None:
         return []
@@ -52,7 +52,7 @@ def after_terminal(trial: history_module.TrialHistory) -> list[history_module.Fa
     ]
 
 
-def actions_result(trial: history_module.TrialHistory) -> verdict.CheckResult:
+def actions_result(trial: history.TrialHistory) -> verdict.CheckResult:
     """Every scenario action applied, or the trial proves nothing: INCONCLUSIVE."""
     wanted = trial.scenario.actions
     done = [taken for taken in trial.actions() if taken.ok]

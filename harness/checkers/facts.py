@@ -7,6 +7,7 @@ Hits and world ledgers share one clock (`t`, wall time); `seq` orders within one
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -30,10 +31,8 @@ AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"
 # Where the model's decision for a turn becomes durable.
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
-# A black box's world hit read as a boundary (harness/checkers/blackbox.py) keeps the name of the
-# world point that struck here, e.g. `world:tool.effect#2`: evidence names that, never the
-# synthetic occurrence of the boundary it stands for.
-WORLD_POINT_DETAIL = "world_point"
+# A black box's world hit at a tool's effect (harness/CONTRACT.md section 6).
+WORLD_TOOL_EFFECT = "world:tool.effect"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +114,8 @@ def named_keys(history: history_module.TrialHistory) -> dict[str, str]:
     """tool_call_id -> the idempotency key the engine says that call carries.
 
     From the final report's `tool_calls`, then from `detail.key` of the engine's own
-    tool.started/tool.settled hits (a black box's translated hits guess the call id, so
-    they are not read here). What the engine says is only used to tell apart requests
+    tool.started/tool.settled hits (a black box's world hits name no call id: see
+    `hit_call_id`). What the engine says is only used to tell apart requests
     the world cannot (equal arguments); the ledgers stay the truth.
     """
     named: dict[str, str] = {}
@@ -126,7 +125,7 @@ def named_keys(history: history_module.TrialHistory) -> dict[str, str]:
             named.setdefault(reported.id, reported.key)
     for hit in run_hits(history):
         call_id, key = hit.detail.get("tool_call_id"), hit.detail.get("key")
-        if boundaries.base_name(hit.point) in _KEY_POINTS and isinstance(call_id, str):
+        if boundaries.base_name(point(hit)) in _KEY_POINTS and isinstance(call_id, str):
             if isinstance(key, str) and key:
                 named.setdefault(call_id, key)
     return named
@@ -161,19 +160,36 @@ def _this_run(history: history_module.TrialHistory, run_id: str | None) -> bool:
     return run_id is None or history.run_id is None or run_id == history.run_id
 
 
+def point(hit: history_module.BoundaryHit) -> str:
+    """The boundary a hit marks: its own point, or the one a black box's world hit stands
+    for, as the world trigger recorded it (`world:tool.effect` -> `tool.returned`)."""
+    return hit.stands_for or hit.point
+
+
+def marks_a_boundary(hit: history_module.BoundaryHit) -> bool:
+    """False for a time hit: it marks no place in the engine's work (CONTRACT.md s. 6)."""
+    return hit.stands_for is not None or not boundaries.is_blackbox_point(hit.point)
+
+
+def boundary_hits(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
+    """The hits that mark a boundary, of any run: the engine's own and the world's."""
+    return [hit for hit in history.boundary_hits() if marks_a_boundary(hit)]
+
+
 def run_hits(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
-    """Hits of this run (or with no run id), in the order the harness recorded them."""
-    hits = [hit for hit in history.boundary_hits() if _this_run(history, hit.run_id)]
+    """Hits of this run (or with no run id) that mark a boundary, in the order the harness
+    recorded them."""
+    hits = [hit for hit in boundary_hits(history) if _this_run(history, hit.run_id)]
     return sorted(hits, key=lambda hit: hit.seq)
 
 
 def is_before_commit(hit: history_module.BoundaryHit) -> bool:
-    return hit.point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+    return point(hit).endswith(boundaries.BEFORE_COMMIT_SUFFIX)
 
 
 def is_commit_point(hit: history_module.BoundaryHit) -> bool:
     """Reported right after a commit of the engine (not after an external call)."""
-    return not is_before_commit(hit) and hit.point not in AFTER_EXTERNAL_CALL
+    return not is_before_commit(hit) and point(hit) not in AFTER_EXTERNAL_CALL
 
 
 def commit_sent(history: history_module.TrialHistory) -> dict[int, int]:
@@ -187,7 +203,7 @@ def commit_sent(history: history_module.TrialHistory) -> dict[int, int]:
     twins: dict[tuple[str | None, int | None, str], int] = {}
     sent: dict[int, int] = {}
     for hit in run_hits(history):
-        key = (hit.worker_id, hit.pid, boundaries.base_name(hit.point))
+        key = (hit.worker_id, hit.pid, boundaries.base_name(point(hit)))
         if is_before_commit(hit):
             twins[key] = hit.seq
         elif is_commit_point(hit):
@@ -201,9 +217,8 @@ def detail_int(hit: history_module.BoundaryHit, name: str) -> int | None:
 
 
 def hit_name(hit: history_module.BoundaryHit) -> str:
-    """`tools.pending#2`, or the world point a translated black-box hit stands in for."""
-    world = hit.detail.get(WORLD_POINT_DETAIL)
-    return world if isinstance(world, str) else f"{hit.point}#{hit.occurrence}"
+    """`tools.pending#2`, or `world:tool.effect#2`: the hit as recorded."""
+    return f"{hit.point}#{hit.occurrence}"
 
 
 def describe_hit(hit: history_module.BoundaryHit) -> str:
@@ -212,12 +227,50 @@ def describe_hit(hit: history_module.BoundaryHit) -> str:
 
 
 def claims(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
-    return [hit for hit in run_hits(history) if hit.point == CLAIM_POINT]
+    return [hit for hit in run_hits(history) if point(hit) == CLAIM_POINT]
 
 
 def recoveries(history: history_module.TrialHistory) -> list[history_module.BoundaryHit]:
     """Claims after the first one: each means the run was picked up again."""
     return claims(history)[1:]
+
+
+def hit_call_id(history: history_module.TrialHistory, hit: history_module.BoundaryHit) -> Any:
+    """The scripted call a hit names (`detail.tool_call_id`); for a black box's world tool
+    effect, which names none, the call its effect belongs to when that can be told
+    (`effect_call_ids`). Any: the detail is the engine's word, read as given."""
+    if hit.point == WORLD_TOOL_EFFECT:
+        seq = hit.detail.get("ledger_seq")
+        guessed = effect_call_ids(history).get(seq) if isinstance(seq, int) else None
+        if guessed is not None:
+            return guessed
+    return hit.detail.get("tool_call_id")
+
+
+def effect_call_ids(history: history_module.TrialHistory) -> dict[int, str]:
+    """Ledger seq of each tool effect -> the scripted call it belongs to.
+
+    By its idempotency key when the engine names that key for one call of the same tool
+    and arguments (report `tool_calls`, tool.started/tool.settled details); else by its
+    tool and arguments when one scripted call alone has them. Two calls with equal
+    arguments and no named key are not guessed: the checkers then judge by key.
+    """
+    scripted = scripted_calls(history)
+    owners: dict[str, list[str]] = collections.defaultdict(list)
+    for call_id, key in named_keys(history).items():
+        if call_id in scripted:
+            owners[key].append(call_id)
+    by_call: dict[LogicalCall, list[str]] = collections.defaultdict(list)
+    for known in scripted.values():
+        by_call[known.call].append(known.id)
+    found: dict[int, str] = {}
+    for effect in tool_effects(history):
+        call = logical_call(effect.tool, effect.arguments)
+        named = [cid for cid in owners.get(effect.key or "", []) if scripted[cid].call == call]
+        candidates = named if named else by_call.get(call, [])
+        if len(candidates) == 1:
+            found[effect.seq] = candidates[0]
+    return found
 
 
 # --- faults ----------------------------------------------------------------------------
@@ -226,10 +279,10 @@ def recoveries(history: history_module.TrialHistory) -> list[history_module.Boun
 def fault_hit(
     history: history_module.TrialHistory, fault: history_module.FaultApplied
 ) -> history_module.BoundaryHit | None:
-    """The hit the fault struck at, when the history holds it (a time hit does not)."""
+    """The boundary hit the fault struck at, as recorded (a time hit marks none)."""
     if fault.struck_at is None:
         return None
-    for hit in history.boundary_hits():
+    for hit in boundary_hits(history):
         if hit.point == fault.struck_at.point and hit.occurrence == fault.struck_at.occurrence:
             return hit
     return None
@@ -268,12 +321,12 @@ def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> l
     """
     landed = set(commit_sent(history).values()) | {lost.hit.seq for lost in lost_acks(history)}
 
-    def point(hit: history_module.BoundaryHit) -> str:
+    def where(hit: history_module.BoundaryHit) -> str:
         if is_before_commit(hit) and hit.seq in landed:
-            return boundaries.base_name(hit.point)
-        return hit.point
+            return boundaries.base_name(point(hit))
+        return point(hit)
 
-    return [item for item in interruptions(history) if item.hit and point(item.hit) in window]
+    return [item for item in interruptions(history) if item.hit and where(item.hit) in window]
 
 
 @dataclasses.dataclass(frozen=True)

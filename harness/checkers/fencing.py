@@ -58,7 +58,7 @@ def _dead_letters_lapsed(
     it is no stale commit when the holder was gone, or held by a fault, at the time."""
     if holder is None or hit.worker_id == holder:
         return False
-    if boundaries.base_name(hit.point) != FINISH_POINT or not facts.is_commit_point(hit):
+    if boundaries.base_name(facts.point(hit)) != FINISH_POINT or not facts.is_commit_point(hit):
         return False
     status = hit.detail.get("status", facts.final_status(history))
     if status != DEAD_LETTERED or claims_seen < history.scenario.max_attempts:
@@ -96,7 +96,7 @@ def _from_hits(
             held.append(f"{worker} dead-lettered the lapsed run at {where} after {holder}")
             holder = worker
             continue
-        if hit.point == facts.CLAIM_POINT:
+        if facts.point(hit) == facts.CLAIM_POINT:
             claims_seen += 1
             fenced.pop(worker, None)
             if holder is not None and holder != worker:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from harness import checkers
 from harness.checkers import applied, blackbox, verdict
-from harness.record import history as history_module
+from harness.record import history
 
 
 def judge(
-    trial: history_module.TrialHistory,
+    trial: history.TrialHistory,
 ) -> tuple[list[verdict.CheckResult], verdict.Verdict]:
     """Every invariant (black-box aware), plan.applied and, when the scenario has actions,
     scenario.actions; and the trial's verdict."""

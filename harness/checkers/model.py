@@ -64,10 +64,10 @@ def _decision_commits(history: history_module.TrialHistory) -> list[_Commit]:
             name=facts.hit_name(hit),
         )
         for hit in facts.run_hits(history)
-        if hit.point in facts.DECISION_POINTS
+        if facts.point(hit) in facts.DECISION_POINTS
     ]
     for lost in facts.lost_acks(history):
-        if boundaries.base_name(lost.hit.point) in facts.DECISION_POINTS:
+        if boundaries.base_name(facts.point(lost.hit)) in facts.DECISION_POINTS:
             turn = facts.detail_int(lost.hit, "turn")
             name = f"{facts.hit_name(lost.hit)}, ack lost, committed"
             commits.append(
@@ -231,7 +231,7 @@ def _window_start(history: history_module.TrialHistory, first: ledger.ModelReque
     opened = [
         hit.t
         for hit in facts.run_hits(history)
-        if boundaries.base_name(hit.point) == "model.pending" and after < hit.t <= first.t
+        if boundaries.base_name(facts.point(hit)) == "model.pending" and after < hit.t <= first.t
     ]
     return min([*opened, first.t])
 

@@ -77,17 +77,17 @@ def _interrupted_call(
     named: dict[str, str],
 ) -> _Interrupted | None:
     assert item.hit is not None
-    call_id = item.hit.detail.get("tool_call_id")
+    call_id = facts.hit_call_id(history, item.hit)
     key = item.hit.detail.get("key")
     key = key if isinstance(key, str) else None
     # A key the engine named for one call says which of equal calls this is (a black box's
-    # translated hit only guesses the id from the arguments).
+    # world hit names no id: facts.hit_call_id guesses it from the effect's arguments).
     owners = [cid for cid, named_key in named.items() if named_key == key and cid in scripted]
     if len(owners) == 1:
         call_id = owners[0]
     if isinstance(call_id, str) and call_id in scripted:
         return _Interrupted(scripted[call_id].call, call_id, key or named.get(call_id))
-    if item.hit.point == "tool.returned":
+    if facts.point(item.hit) == "tool.returned":
         # The call in flight: the last request the world saw before the hit.
         before = [request for request in facts.tool_requests(history) if request.t <= item.hit.t]
         if before:
@@ -324,69 +324,94 @@ def _no_blind_reexecution(
 ) -> int:
     """(b) No blind re-execution after an interruption inside a tool window; returns how
     many faults struck inside one."""
+    named = facts.named_keys(history)
+    interrupted = 0
+    for item in facts.struck_in(history, boundaries.TOOL_WINDOW):
+        interrupted += 1
+        target = _interrupted_call(history, item, scripted, named)
+        if target is None:
+            found.unknowns.append(
+                f"{item.describe()} struck in a tool window without detail.tool_call_id: "
+                "cannot tell which call was interrupted"
+            )
+            continue
+        _judge_interrupted(history, item, target, scripted, reported, named, found)
+    return interrupted
+
+
+def _judge_interrupted(
+    history: history_module.TrialHistory,
+    item: facts.Interruption,
+    target: _Interrupted,
+    scripted: dict[str, facts.ScriptedCall],
+    reported: dict[str, run_report.ToolCallReport],
+    named: dict[str, str],
+    found: _Found,
+) -> None:
+    """One call interrupted in its tool window: was it run again, and how."""
     failures, notes, unknowns, decisive = (
         found.failures,
         found.notes,
         found.unknowns,
         found.decisive,
     )
-    named = facts.named_keys(history)
-    report = history.final_report
-    interrupted = 0
-    for item in facts.struck_in(history, boundaries.TOOL_WINDOW):
-        interrupted += 1
-        target = _interrupted_call(history, item, scripted, named)
-        if target is None:
-            unknowns.append(
-                f"{item.describe()} struck in a tool window without detail.tool_call_id: "
-                "cannot tell which call was interrupted"
-            )
-            continue
-        call = target.call
-        replayable = not facts.is_non_replayable(history, call.tool)
-        attempts: list[ledger.ToolRequest] = []
-        if not replayable or facts.redeploys(history, call.tool):
-            attempts = _attempts(history, target, item, scripted, named, unknowns)
-        changed = _changed_under(history, item, call.tool, attempts) if replayable else None
-        if replayable and changed is None:
-            notes.append(f"{call} interrupted by {item.describe()}: replayable, may run again")
-            decisive.append(f"{call} interrupted by {_struck(item)}: replayable, may run again")
-            continue
-        what = "a non-replayable call"
-        if changed is not None:
-            change, attempts = changed
-            what = (
-                f"a call sent before its tool was redeployed (seq {change.seq}, fingerprint "
-                f"now {change.fingerprint})"
-            )
-            notes.append(
-                f"{call} interrupted by {item.describe()}: replayable, but {call.tool} was "
-                f"redeployed at seq {change.seq} (fingerprint {change.fingerprint}) after the "
-                "call was sent: judged as non-replayable"
-            )
-        repeats = _judge_repeats(
-            history, item, call, attempts, failures, notes, decisive, what=what
+    call = target.call
+    replayable = not facts.is_non_replayable(history, call.tool)
+    attempts: list[ledger.ToolRequest] = []
+    if not replayable or facts.redeploys(history, call.tool):
+        attempts = _attempts(history, target, item, scripted, named, unknowns)
+    changed = _changed_under(history, item, call.tool, attempts) if replayable else None
+    if replayable and changed is None:
+        notes.append(f"{call} interrupted by {item.describe()}: replayable, may run again")
+        decisive.append(f"{call} interrupted by {_struck(item)}: replayable, may run again")
+        return
+    what = "a non-replayable call"
+    if changed is not None:
+        change, attempts = changed
+        what = (
+            f"a call sent before its tool was redeployed (seq {change.seq}, fingerprint "
+            f"now {change.fingerprint})"
         )
-        if not repeats:
-            known = reported.get(target.call_id or "")
-            state = known.state if known else None
-            decisive.append(_not_repeated(history, item, target, state))
-        spec = history.scenario.tool(call.tool)
-        if item.fault.action == "kill" and not spec.queryable and not repeats and report:
-            if target.call_id is not None:
-                ids = [target.call_id]
-            elif facts.scripted_count(history, call) == 1:
-                ids = [cid for cid, known in scripted.items() if known.call == call]
-            else:  # which of the equal calls it was is unknown: judge none of them
-                ids = []
-            states = {cid: reported[cid].state for cid in ids if cid in reported}
-            wrong = {cid: state for cid, state in states.items() if state != UNKNOWN}
-            if report.terminal and wrong:
-                failures.append(
-                    f"{call} killed in its tool window and never asked again, yet the final "
-                    f"report says {wrong} instead of {UNKNOWN}"
-                )
-    return interrupted
+        notes.append(
+            f"{call} interrupted by {item.describe()}: replayable, but {call.tool} was "
+            f"redeployed at seq {change.seq} (fingerprint {change.fingerprint}) after the "
+            "call was sent: judged as non-replayable"
+        )
+    repeats = _judge_repeats(history, item, call, attempts, failures, notes, decisive, what=what)
+    if not repeats:
+        known = reported.get(target.call_id or "")
+        state = known.state if known else None
+        decisive.append(_not_repeated(history, item, target, state))
+    spec = history.scenario.tool(call.tool)
+    if item.fault.action == "kill" and not spec.queryable and not repeats:
+        _killed_ends_unknown(history, target, scripted, reported, failures)
+
+
+def _killed_ends_unknown(
+    history: history_module.TrialHistory,
+    target: _Interrupted,
+    scripted: dict[str, facts.ScriptedCall],
+    reported: dict[str, run_report.ToolCallReport],
+    failures: list[str],
+) -> None:
+    """A call killed in its tool window and never asked again ends outcome_unknown."""
+    report = history.final_report
+    if not report:
+        return
+    call = target.call
+    if target.call_id is not None:
+        ids = [target.call_id]
+    elif facts.scripted_count(history, call) == 1:
+        ids = [cid for cid, known in scripted.items() if known.call == call]
+    else:  # which of the equal calls it was is unknown: judge none of them
+        ids = []
+    states = {cid: reported[cid].state for cid in ids if cid in reported}
+    wrong = {cid: state for cid, state in states.items() if state != UNKNOWN}
+    if report.terminal and wrong:
+        failures.append(
+            f"{call} killed in its tool window and never asked again, yet the final "
+            f"report says {wrong} instead of {UNKNOWN}"
+        )
 
 
 def _no_success_without_effect(

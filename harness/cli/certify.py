@@ -11,14 +11,13 @@ from typing import Any
 import click
 
 from harness.campaigns import certify as certify_module
-from harness.checkers import levels as levels_module
-from harness.checkers import verdict as verdict_module
+from harness.checkers import levels, verdict
 from harness.cli import options
 from harness.contract import boundaries
 from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
-from harness.planning import plan as plan_module
+from harness.planning import plan
 from harness.planning import shard as shard_module
 from harness.report import github, terminal
 from harness.trial import interrupt
@@ -107,7 +106,7 @@ def certify(
         raise click.UsageError("--quick is a declared set of faults: give it or --faults")
     fault_classes = fault_spec.parse_classes(faults) if faults else None
     faketime.require(fault_classes or [])  # no libfaketime: say so once, before any trial
-    point_names = plan_module.parse_points(
+    point_names = plan.parse_points(
         points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     )
     engine = commands.find(engine_ref)
@@ -169,7 +168,7 @@ def finish(
     github.publish(
         f"crashcert certify {result.engine}: level {result.level.value}",
         [
-            f"{levels_module.spec(result.level).meaning} ({len(result.trials)} trials, "
+            f"{levels.spec(result.level).meaning} ({len(result.trials)} trials, "
             f"modes {', '.join(result.modes)})",
             *([f"Invariants not held: {', '.join(not_held)}."] if not_held else []),
         ],
@@ -178,10 +177,8 @@ def finish(
         ),
     )
     if result.errors:
-        sys.exit(verdict_module.Verdict.ERROR.exit_code)
-    if required and levels_module.rank(result.level) < levels_module.rank(
-        levels_module.parse(required)
-    ):
+        sys.exit(verdict.Verdict.ERROR.exit_code)
+    if required and levels.rank(result.level) < levels.rank(levels.parse(required)):
         short = f"required {required.upper()}, earned {result.level.value}"
         console.print(terminal.line((short, "bold red")))
         sys.exit(1)

@@ -14,7 +14,7 @@ from harness.cli import options
 from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
-from harness.planning import plan as plan_module
+from harness.planning import plan
 from harness.planning import shard as shard_module
 from harness.report import terminal
 from harness.scenario import schema as scenario_module
@@ -91,7 +91,7 @@ def explore(
     fault_classes = fault_spec.parse_classes(faults)
     options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
     faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
-    point_names = plan_module.parse_points(points)
+    point_names = plan.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
     out_dir = options.new_out_dir(out)
@@ -100,7 +100,7 @@ def explore(
         failing = f" ({', '.join(observation.failing)})" if observation.failing else ""
         console.print(
             terminal.line(
-                f"{purpose:8} {plan_module.plan_label(schedule)}: ",
+                f"{purpose:8} {plan.plan_label(schedule)}: ",
                 terminal.verdict(observation.verdict),
                 failing,
             )

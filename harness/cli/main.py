@@ -23,7 +23,7 @@ from harness.engines import capabilities, commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
 from harness.lab.postgres import dsn as pg_dsn
-from harness.planning import plan as plan_module
+from harness.planning import plan
 from harness.planning import shard as shard_module
 from harness.report import github, terminal
 from harness.report import summary as report
@@ -90,7 +90,7 @@ def matrix(
     fault_classes = fault_spec.parse_classes(faults)
     options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
     clock_note = faketime.require(fault_classes)  # no libfaketime: say so once, here
-    point_names = plan_module.parse_points(points)
+    point_names = plan.parse_points(points)
     engine = commands.find(engine_ref)
     scenarios = options.scenarios(scenario_names)
     out_dir = options.new_out_dir(out)

@@ -12,7 +12,7 @@ import click
 from harness.campaigns import certify as certify_module
 from harness.checkers import verdict as verdict_module
 from harness.cli import certify, options
-from harness.planning import shard as shard_module
+from harness.planning import shard
 from harness.report import github, narrow, summary, terminal
 from harness.shards import merge as merge_module
 from harness.shards import merge_certify, merge_explore
@@ -51,9 +51,9 @@ def merge(
     """
     reports = merge_module.find([pathlib.Path(d) for d in directories])
     kind = reports[0].kind
-    if kind == shard_module.CERTIFY:
+    if kind == shard.CERTIFY:
         _certification(reports, json_path, junit_path, markdown_path, required)
-    elif kind == shard_module.EXPLORE:
+    elif kind == shard.EXPLORE:
         _exploration(reports, json_path)
     _matrix(reports, json_path, junit_path, out)
 

@@ -98,6 +98,14 @@ WORLD_POINTS: tuple[str, ...] = (
     "world:tool.effect",
     "world:reply.accepted",
 )
+# The boundary each world point stands for (section 6's table): the effect happened
+# outside, the engine has not recorded it. The world trigger records it with the hit
+# (BoundaryHit.stands_for); a time point stands for none.
+STANDS_FOR: dict[str, str] = {
+    "world:model.answered": "model.returned",
+    "world:tool.effect": "tool.returned",
+    "world:reply.accepted": "reply.sent",
+}
 TIME_POINT = re.compile(r"^time:\+(?P<seconds>\d+(\.\d+)?)s$")
 
 

@@ -76,6 +76,13 @@ class FaultClass:
     # It acts on the world's response, so only these world points take it; the world
     # applies it in the request's thread (harness/nemesis/world_trigger.py), not the nemesis.
     world_points: tuple[str, ...] = ()
+    # It strikes a server every worker shares (our Postgres, the engine's store server),
+    # whoever reported the point: no worker is needed, and the timeline draws it in the
+    # server's lane.
+    shared: bool = False
+    # A soak's storm may strike it at any moment, on any live worker, no boundary held
+    # (harness/campaigns/soak.py).
+    storm: bool = False
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -87,12 +94,14 @@ CATALOG: dict[str, FaultClass] = {
             "SIGKILL the worker's process group while it is held at the point",
             after_release=True,
             params=("same_worker_id",),
+            storm=True,
         ),
         FaultClass(
             "pause",
             "SIGSTOP the worker past its lease, SIGCONT later",
             ended_by="resume",
             params=("resume_after_s",),
+            storm=True,
         ),
         FaultClass(
             "db_cut",
@@ -101,6 +110,7 @@ CATALOG: dict[str, FaultClass] = {
             ended_by="heal",
             cuts_database=True,
             params=_HEAL_PARAMS,
+            storm=True,
         ),
         FaultClass(
             "commit_lost",
@@ -134,6 +144,7 @@ CATALOG: dict[str, FaultClass] = {
             ended_by="pg_start",
             cuts_database=True,
             params=_HEAL_PARAMS,
+            shared=True,
         ),
         FaultClass(
             "submit_twice",
@@ -216,6 +227,7 @@ CATALOG: dict[str, FaultClass] = {
             ended_by="server_start",
             params=_HEAL_PARAMS,
             store=True,
+            shared=True,
         ),
     )
 }
@@ -230,6 +242,11 @@ SKEWS_CLOCK = frozenset(name for name, fault in CATALOG.items() if fault.skews_c
 STORE = frozenset(name for name, fault in CATALOG.items() if fault.store)
 # Applied by the world to its own response, not by the nemesis to a worker.
 IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_points)
+# Classes that strike a shared server, and the records that end them ("pg_start").
+SHARED = frozenset(name for name, fault in CATALOG.items() if fault.shared)
+SHARED_ENDINGS = frozenset(ending for name in SHARED if (ending := CATALOG[name].ended_by))
+# What a soak's storm strikes at random, in catalog order (the seed picks among them).
+STORM: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.storm)
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
 ENDINGS = frozenset(fault.ended_by for fault in CATALOG.values() if fault.ended_by)
 

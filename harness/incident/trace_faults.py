@@ -17,10 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.incident import genai, incident, trace_steps
-from harness.incident import variants as variants_module
+from harness.incident import genai, incident, trace_steps, variants
 
-Alternative = variants_module.Alternative
+Alternative = variants.Alternative
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +63,7 @@ def infer(steps: list[trace_steps.Step]) -> incident.Inference:
         add(death, same_id=False)
     if not faults:
         notes.append("the trace shows no worker dying: the incident replays without a fault")
-    found_variants = variants_module.combine(faults, options)
+    found_variants = variants.combine(faults, options)
     return incident.Inference(
         faults=faults,
         notes=notes + found_variants.notes,

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness import errors
-from harness.engines import adapter
-from harness.engines import store as store_module
+from harness.engines import adapter, store
 from harness.lab import processes, proxy
 from harness.lab.postgres import embedded
 
@@ -46,8 +45,8 @@ class StoreServer:
     """The engine's server for one trial: started, checked ready, restarted, stopped."""
 
     def __init__(self, description: Any, *, cwd: str | None, directory: pathlib.Path) -> None:
-        self._spec: store_module.Server = description.server
-        self._links: dict[str, store_module.Link] = dict(description.links)
+        self._spec: store.Server = description.server
+        self._links: dict[str, store.Link] = dict(description.links)
         self._cwd = cwd
         self._data = directory / "store"
         self._data.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -67,7 +66,7 @@ class StoreServer:
         }
 
     @property
-    def links(self) -> dict[str, store_module.Link]:
+    def links(self) -> dict[str, store.Link]:
         return self._links
 
     def env(self) -> dict[str, str]:

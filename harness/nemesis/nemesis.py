@@ -86,6 +86,11 @@ class Nemesis:
         for step in due:
             self._apply(step, hit)
 
+    def strike(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
+        """Carry out `step` at `hit` now, whatever the plan: a soak's storm strikes a worker
+        it chose at a moment it chose (harness/campaigns/soak.py). Healed as any step."""
+        self._apply(step, hit)
+
     def close(self) -> None:
         """Heal everything still broken, now: the next trial must find a whole world."""
         with self._lock:
@@ -100,7 +105,7 @@ class Nemesis:
         workers = self._parts.launcher.workers
         worker = workers.by_pid(hit.pid) or workers.by_id(hit.worker_id)
         strike = strike_module.Strike(step=step, hit=hit, worker=worker, parts=self._parts)
-        if worker is None and kind.needs_worker:
+        if worker is None and step.action not in spec.SHARED:
             strike.record(step.action, ok=False, note="no worker of ours reported it")
             return
         try:

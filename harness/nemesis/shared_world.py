@@ -12,8 +12,6 @@ DEFAULT_CLOCK_SKEW_S = -3600
 class PgRestart(strike_module.Kind):
     """`pg_ctl stop -m immediate` under every connection; heal: start Postgres."""
 
-    needs_worker = False
-
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         pg = strike.parts.pg
         pg.stop_immediate()

@@ -41,8 +41,6 @@ class StoreCut(strike_module.Kind):
     """The worker's own proxy in front of its store: cut by default, slowed with
     `latency_ms`, every connection reset with `reset_peer`; heal later."""
 
-    needs_worker = True
-
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         proxy = _store_proxy(strike)
         params = strike.step.params
@@ -66,8 +64,6 @@ class StoreResponseLost(strike_module.Kind):
     what the worker sends still lands (a completion call reaches the server), its answer
     never arrives. The heal cuts the hung connections, then opens the link again."""
 
-    needs_worker = True
-
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         proxy = _store_proxy(strike)
         toxic = proxy.add_toxic("timeout", stream="downstream", attributes={"timeout": 0})
@@ -83,8 +79,6 @@ class StoreResponseLost(strike_module.Kind):
 
 class ServerRestart(strike_module.Kind):
     """SIGKILL the engine's store server (its data stays); heal: start it, ready again."""
-
-    needs_worker = False
 
     def apply(self, strike: strike_module.Strike) -> strike_module.Heal:
         store = strike.parts.store_links

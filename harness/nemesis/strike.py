@@ -46,7 +46,7 @@ class Strike:
 
     step: spec.FaultStep
     hit: history.BoundaryHit
-    worker: Any  # the reporting worker; None only for kinds that need none (needs_worker)
+    worker: Any  # the reporting worker; None only for a shared server's (spec.SHARED)
     parts: Parts
 
     def record(
@@ -67,8 +67,8 @@ class Strike:
 
 
 class FaultKind(Protocol):
-    # False: the fault strikes the shared world (Postgres), whoever reported the point.
-    needs_worker: bool
+    """One fault class's behaviour; whether it needs a worker is the catalog's word
+    (`FaultClass.shared`: it strikes a server every worker shares)."""
 
     def apply(self, strike: Strike) -> Heal | None:
         """Break, record, and return the heal (None: nothing heals it, or it healed itself).
@@ -81,9 +81,7 @@ class FaultKind(Protocol):
 
 
 class Kind:
-    """Defaults most kinds share: one worker struck, healed when the nemesis says."""
-
-    needs_worker = True
+    """Defaults most kinds share: healed when the nemesis says."""
 
     def heal_delay(self, strike: Strike) -> float | None:
         return None

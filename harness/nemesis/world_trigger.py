@@ -2,7 +2,9 @@
 
 harness/CONTRACT.md section 6. The world calls a hook in the request's thread before its
 response leaves; the trigger records a hit `world:model.answered#N`, `world:tool.effect#N`
-or `world:reply.accepted#N` and applies the plan's faults due there. `time:+Xs` points
+or `world:reply.accepted#N`, carrying the boundary it stands for (`model.returned`,
+`tool.returned`, `reply.sent`: the checkers judge it so, as recorded), and applies the
+plan's faults due there. `time:+Xs` points
 strike X seconds after the world first answered the run's model request.
 
 Which worker is hit: the live worker of the trial that holds a TCP connection to the
@@ -150,6 +152,7 @@ class WorldTrigger:
             worker_id=worker.worker_id if worker else None,
             pid=worker.pid if worker else None,
             detail=detail,
+            stands_for=boundaries.STANDS_FOR.get(point),  # what the checkers read it as
         )
         recorded = self._recorder.append(hit)
         assert isinstance(recorded, history.BoundaryHit)

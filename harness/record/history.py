@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from harness.contract import run_report
+from harness.contract import boundaries, run_report
 from harness.faults import spec
 from harness.scenario import schema
 from harness.world import ledger
@@ -31,14 +31,36 @@ class BoundaryHit(Record):
     worker_id: str | None
     pid: int | None
     detail: dict[str, Any] = pydantic.Field(default_factory=dict)
+    # A black box's world hit: the boundary it stands for, recorded with it by the world
+    # trigger (boundaries.STANDS_FOR, harness/CONTRACT.md section 6), e.g. `tool.returned`
+    # for `world:tool.effect`. None for the engine's own hits and for time points.
+    stands_for: str | None = None
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _world_meaning(cls, data: Any) -> Any:
+        """A world hit recorded before hits carried what they stand for is read once, here."""
+        if isinstance(data, dict) and data.get("stands_for") is None:
+            meaning = boundaries.STANDS_FOR.get(data.get("point", ""))
+            if meaning is not None:
+                data = {**data, "stands_for": meaning}
+        return data
+
+    @pydantic.model_serializer(mode="wrap")
+    def _without_none(self, handler: pydantic.SerializerFunctionWrapHandler) -> Any:
+        """The engine's own hits are written as they always were: no `stands_for: null`."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("stands_for") is None:
+            data.pop("stands_for", None)
+        return data
 
 
 class FaultApplied(Record):
     kind: Literal["fault"] = "fault"
     action: str  # a fault class (spec.CATALOG), or the record that ends one (spec.ENDINGS)
     step: str | None = None  # the label of `planned`, as histories have always carried it
-    # The plan's step that caused it, and the hit it struck at (for a translated black-box
-    # history, the boundary that hit stands for). Filled from `step` for older histories.
+    # The plan's step that caused it, and the hit it struck at, as recorded (a world hit
+    # keeps its world point). Filled from `step` for older histories.
     planned: spec.FaultStep | None = None
     struck_at: spec.PointRef | None = None
     worker_id: str | None = None

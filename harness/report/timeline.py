@@ -30,6 +30,7 @@ import markupsafe
 from harness import errors
 from harness.checkers import verdict as verdict_module
 from harness.contract import boundaries
+from harness.faults import spec
 from harness.planning import plan
 from harness.record import history
 from harness.report import grid
@@ -42,7 +43,7 @@ TEMPLATES = pathlib.Path(__file__).resolve().parent / "templates"
 # Numbers that follow "seq" in evidence ("request seq 12", "seq 3, 4") name ledger/event records.
 SEQ_MENTION = re.compile(r"\bseq\s+\[?((?:\d+(?:,\s*)?)+)")
 # Faults that live in the Postgres lane rather than in the lane of the worker that hit the point.
-SERVER_FAULTS = frozenset({"pg_restart", "pg_start", "server_restart", "server_start"})
+SERVER_FAULTS = spec.SHARED | spec.SHARED_ENDINGS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import errors
 from harness.campaigns import certify, coverage
-from harness.checkers import verdict as verdict_module
+from harness.checkers import verdict
 from harness.shards import merge
 
 Key = tuple[str, str, str]  # (mode, scenario, label), as certify's plan names a trial
@@ -30,12 +30,12 @@ class RecordedTrial(certify.Counted):
     mode: certify.Mode
     fault_class: str
     record: dict[str, Any]
-    results: tuple[verdict_module.CheckResult, ...]
+    results: tuple[verdict.CheckResult, ...]
     directory: str  # where this machine holds it
 
     @classmethod
     def of(cls, record: dict[str, Any], directory: str) -> RecordedTrial:
-        results = tuple(verdict_module.CheckResult.model_validate(r) for r in record["invariants"])
+        results = tuple(verdict.CheckResult.model_validate(r) for r in record["invariants"])
         return cls(
             mode=record["mode"],
             fault_class=record["fault_class"],
@@ -44,7 +44,7 @@ class RecordedTrial(certify.Counted):
             directory=directory,
         )
 
-    def checks(self) -> Sequence[verdict_module.CheckResult]:
+    def checks(self) -> Sequence[verdict.CheckResult]:
         return self.results
 
     @property
@@ -56,8 +56,8 @@ class RecordedTrial(certify.Counted):
         return str(self.record["label"])
 
     @property
-    def trial_verdict(self) -> verdict_module.Verdict:
-        return verdict_module.Verdict(self.record["verdict"])
+    def trial_verdict(self) -> verdict.Verdict:
+        return verdict.Verdict(self.record["verdict"])
 
     @property
     def repro(self) -> str:
@@ -122,4 +122,4 @@ def combine(reports: list[merge.ShardReport]) -> certify.Certification:
 
 def _rank(trial: RecordedTrial) -> int:
     """Higher is worse, in the one order of verdicts."""
-    return -verdict_module.SEVERITY.index(trial.trial_verdict)
+    return -verdict.SEVERITY.index(trial.trial_verdict)

@@ -8,6 +8,7 @@ the resulting history, and the store writes it all to the trial directory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pathlib
@@ -20,7 +21,7 @@ from typing import Any
 import pydantic
 
 from harness import errors
-from harness.checkers import judge as judge_module
+from harness.checkers import judge
 from harness.checkers import verdict as verdict_module
 from harness.contract import run_report
 from harness.engines import blackbox as blackbox_engine
@@ -190,7 +191,7 @@ def _finish(
 ) -> TrialOutcome:
     """Judge the trial and store its directory."""
     trial.ended_at = time.time()
-    results, verdict = judge_module.judge(trial)
+    results, verdict = judge.judge(trial)
     repro = repro_command(spec, trial=trial, black_box=black_box)
     outcome = TrialOutcome(
         spec=spec,
@@ -213,122 +214,170 @@ def _finish(
     return outcome
 
 
+@dataclasses.dataclass
+class _Live:
+    """The parts of one live trial, started in order by `_start` and stopped by `_stop`."""
+
+    closing: closing_module.Closing
+    world: world_module.World
+    recorder: recorder_module.Recorder
+    proxies: database_links.DatabaseLinks
+    server: control.ControlServer
+    launcher: launcher_module.Launcher
+    nemesis: nemesis_module.Nemesis
+    trigger: world_trigger.WorldTrigger | None
+
+
 def _execute(
     lab: shared.Lab,
     spec: TrialSpec,
     trial: history.TrialHistory,
     directory: pathlib.Path,
 ) -> None:
+    """Start the trial's parts, drive its run to the end, stop them, read the outcome."""
     engine = lab.engine
     database = f"cc_trial_{trial.trial_id}"
     dsn = lab.clone_database(database)
     with contextlib.ExitStack() as stack:
         stack.callback(_quietly, lab.drop_database, database)
         stack.callback(_quietly, blackbox_engine.done_with, engine, dsn)  # before the drop
-        closing = closing_module.Closing()
-        world = world_module.World(spec.scenario)
-        world.start()
-        stack.callback(closing.finish, world.stop)
-        recorder = recorder_module.Recorder(world.counter)
-        proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
-        stack.callback(closing.finish, proxies.close)
-        # Only for a plan that cuts a world link or skews a clock: others keep it direct.
-        links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
-        if links is not None:
-            stack.callback(links.close)
-        clocks = faketime.for_plan(spec.plan)
-        if clocks is not None:
-            stack.callback(clocks.close)
-        directory.mkdir(parents=True, exist_ok=True)
-        directory.chmod(0o700)  # its logs and history are this user's alone
-        # The engine's own store, when it names a server: started and ready first.
-        own_store = store_links.for_trial(engine, lab.toxiproxy, directory, prefix=database)
-        if own_store is not None:
-            stack.callback(own_store.server.stop)
-            stack.callback(own_store.close)
-            _bind_store(engine, dsn, own_store.server.env())
-            stack.callback(_bind_store, engine, dsn, None)
-        server = control.ControlServer(recorder).start()
-        stack.callback(closing.finish, server.stop)
-        launcher = launcher_module.Launcher(
-            engine,
-            world_env=world.env(),
-            control_path=server.path if engine.boundaries else None,
-            dsn_for_worker=proxies.dsn_for,
-            log_dir=directory / WORKER_LOGS,
-            recorder=recorder,
-            trial_id=trial.trial_id,
-            forkserver=lab.forkserver,
-            world_links=links,
-            clocks=clocks,
-            store_links=own_store,
-        )
-        nemesis = nemesis_module.Nemesis(
-            spec.plan,
-            launcher=launcher,
-            recorder=recorder,
-            proxies=proxies,
-            pg=lab.pg,
-            lease_s=engine.lease_ms / 1000.0,
-            dsn=dsn,
-            world_links=links,
-            clocks=clocks,
-            store_links=own_store,
-        )
-        server.set_policy(nemesis.on_hit)
-        stack.callback(nemesis.close)  # runs first: heal everything before anything stops
-        trigger = None
-        if blackbox_engine.wanted(engine, spec.plan):
-            trigger = world_trigger.WorldTrigger(
-                world,
-                spec.plan,
-                run_key=trial.run_key,
-                recorder=recorder,
-                launcher=launcher,
-                policy=nemesis.on_hit,
-            ).install()
+        live = _start(lab, spec, trial, directory, dsn, database, stack)
         purged = False
         try:
-            run_input = build_input(spec.scenario, trial.run_key)
-            run_id = engine.submit(dsn, run_input)
-            trial.run_id = run_id
-            for step in resubmit.planned(spec.plan, resubmit.AT_ONCE):
-                resubmit.resubmit(
-                    engine, dsn, run_input, step, first_run_id=run_id, recorder=recorder
-                )
-            for _ in range(spec.initial_workers):
-                launcher.start()
-            trial.workers_started_at = time.time()
-            _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
-            _resubmit_after_finish(engine, dsn, trial, run_input, server, recorder, spec)
-            purged = _after_finish_actions(
-                engine, dsn, trial, launcher, server, recorder, spec, directory / WORKER_LOGS
-            )
+            purged = _drive(engine, dsn, trial, live, spec, directory)
         finally:
-            if trigger is not None:
-                trigger.close()  # first: no late world kill or fresh worker after this
-            try:
-                nemesis.close()
-                _record_crashes(launcher, recorder, replace=False)  # died since the last look
-            finally:
-                launcher.close()
-            trial.events = recorder.events()
-            faults = trial.faults()
-            trial.healed_at = max(fault.t for fault in faults) if faults else None
-            snapshot = world.snapshot()
-            trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
-            trial.foreign = snapshot.foreign
-            # Every worker is dead and recorded, the faults healed: what stops now decides
-            # nothing, so it stops while the final report and tables are read.
-            if launcher.workers.alive():
-                raise errors.CrashcertError("a worker outlived the trial's teardown")
-            for stop in (world.stop, server.stop, proxies.close):
-                closing.begin(stop)
+            _stop(trial, live)
         if trial.run_id is not None and not purged:  # a purged run's were taken before
             trial.reports.append(engine.report(dsn, trial.run_id))
             trial.engine_tables = engine.export(dsn, trial.run_id)
-        if server.protocol_errors:
-            raise errors.CrashcertError("; ".join(server.protocol_errors[:3]))
+        if live.server.protocol_errors:
+            raise errors.CrashcertError("; ".join(live.server.protocol_errors[:3]))
+
+
+def _start(
+    lab: shared.Lab,
+    spec: TrialSpec,
+    trial: history.TrialHistory,
+    directory: pathlib.Path,
+    dsn: str,
+    database: str,
+    stack: contextlib.ExitStack,
+) -> _Live:
+    """The world, the links, the engine's own store, the control channel, the launcher and
+    the nemesis (and the world trigger for black-box points); each undone by `stack`."""
+    engine = lab.engine
+    closing = closing_module.Closing()
+    world = world_module.World(spec.scenario)
+    world.start()
+    stack.callback(closing.finish, world.stop)
+    recorder = recorder_module.Recorder(world.counter)
+    proxies = database_links.DatabaseLinks(lab, dsn, prefix=database)
+    stack.callback(closing.finish, proxies.close)
+    # Only for a plan that cuts a world link or skews a clock: others keep it direct.
+    links = world_links.for_plan(lab.toxiproxy, world.env(), spec.plan, prefix=database)
+    if links is not None:
+        stack.callback(links.close)
+    clocks = faketime.for_plan(spec.plan)
+    if clocks is not None:
+        stack.callback(clocks.close)
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)  # its logs and history are this user's alone
+    # The engine's own store, when it names a server: started and ready first.
+    own_store = store_links.for_trial(engine, lab.toxiproxy, directory, prefix=database)
+    if own_store is not None:
+        stack.callback(own_store.server.stop)
+        stack.callback(own_store.close)
+        _bind_store(engine, dsn, own_store.server.env())
+        stack.callback(_bind_store, engine, dsn, None)
+    server = control.ControlServer(recorder).start()
+    stack.callback(closing.finish, server.stop)
+    launcher = launcher_module.Launcher(
+        engine,
+        world_env=world.env(),
+        control_path=server.path if engine.boundaries else None,
+        dsn_for_worker=proxies.dsn_for,
+        log_dir=directory / WORKER_LOGS,
+        recorder=recorder,
+        trial_id=trial.trial_id,
+        forkserver=lab.forkserver,
+        world_links=links,
+        clocks=clocks,
+        store_links=own_store,
+    )
+    nemesis = nemesis_module.Nemesis(
+        spec.plan,
+        launcher=launcher,
+        recorder=recorder,
+        proxies=proxies,
+        pg=lab.pg,
+        lease_s=engine.lease_ms / 1000.0,
+        dsn=dsn,
+        world_links=links,
+        clocks=clocks,
+        store_links=own_store,
+    )
+    server.set_policy(nemesis.on_hit)
+    stack.callback(nemesis.close)  # runs first: heal everything before anything stops
+    trigger = None
+    if blackbox_engine.wanted(engine, spec.plan):
+        trigger = world_trigger.WorldTrigger(
+            world,
+            spec.plan,
+            run_key=trial.run_key,
+            recorder=recorder,
+            launcher=launcher,
+            policy=nemesis.on_hit,
+        ).install()
+    return _Live(closing, world, recorder, proxies, server, launcher, nemesis, trigger)
+
+
+def _drive(
+    engine: Any,
+    dsn: str,
+    trial: history.TrialHistory,
+    live: _Live,
+    spec: TrialSpec,
+    directory: pathlib.Path,
+) -> bool:
+    """Submit the run (and any planned resubmit), start the workers, wait until it is
+    terminal, then the scenario's later actions; True when one purged the run."""
+    server, launcher, recorder = live.server, live.launcher, live.recorder
+    run_input = build_input(spec.scenario, trial.run_key)
+    run_id = engine.submit(dsn, run_input)
+    trial.run_id = run_id
+    for step in resubmit.planned(spec.plan, resubmit.AT_ONCE):
+        resubmit.resubmit(engine, dsn, run_input, step, first_run_id=run_id, recorder=recorder)
+    for _ in range(spec.initial_workers):
+        launcher.start()
+    trial.workers_started_at = time.time()
+    _wait_terminal(engine, dsn, trial, server, launcher, recorder, spec)
+    _resubmit_after_finish(engine, dsn, trial, run_input, server, recorder, spec)
+    return _after_finish_actions(
+        engine, dsn, trial, launcher, server, recorder, spec, directory / WORKER_LOGS
+    )
+
+
+def _stop(trial: history.TrialHistory, live: _Live) -> None:
+    """Heal, stop every worker, and take what was recorded and what the world saw."""
+    if live.trigger is not None:
+        live.trigger.close()  # first: no late world kill or fresh worker after this
+    try:
+        live.nemesis.close()
+        _record_crashes(live.launcher, live.recorder, replace=False)  # died since the last look
+    finally:
+        live.launcher.close()
+    trial.events = live.recorder.events()
+    faults = trial.faults()
+    trial.healed_at = max(fault.t for fault in faults) if faults else None
+    snapshot = live.world.snapshot()
+    trial.model, trial.tools, trial.sink = snapshot.model, snapshot.tools, snapshot.sink
+    trial.foreign = snapshot.foreign
+    # Every worker is dead and recorded, the faults healed: what stops now decides
+    # nothing, so it stops while the final report and tables are read.
+    if live.launcher.workers.alive():
+        raise errors.CrashcertError("a worker outlived the trial's teardown")
+    for stop in (live.world.stop, live.server.stop, live.proxies.close):
+        live.closing.begin(stop)
 
 
 def _after_finish_actions(
@@ -478,14 +527,9 @@ def _poll_until_terminal(
             break
 
 
-def _restart_crashed_workers(launcher: launcher_module.Launcher) -> None:
-    """Replace workers that died on their own, recording nothing (harness/campaigns/soak.py)."""
-    _record_crashes(launcher, None, replace=True)
-
-
 def _record_crashes(
     launcher: launcher_module.Launcher,
-    recorder: recorder_module.Recorder | None,
+    recorder: recorder_module.Recorder,
     *,
     replace: bool,
 ) -> None:
@@ -496,7 +540,7 @@ def _record_crashes(
         if worker.alive or worker.killed or worker.replaced:
             continue
         worker.replaced = True
-        if worker.returncode and recorder is not None:
+        if worker.returncode:
             recorder.append(
                 history.WorkerEvent(
                     event="crashed",

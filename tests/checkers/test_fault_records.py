@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness import checkers
 from harness.checkers import blackbox, facts, judge, verdict
+from harness.contract import boundaries
 from harness.faults import spec
 from harness.record import history
 from tests.checkers import builders
@@ -146,18 +148,28 @@ def test_a_history_with_labels_alone_is_judged_the_same(build) -> None:
 # --- black-box faults ----------------------------------------------------------------------
 
 
-def test_translation_moves_where_a_world_fault_struck_and_keeps_its_step() -> None:
+# A world hit of a history.jsonl written before hits carried what they stand for.
+OLD_WORLD_LINE = (
+    '{"kind":"boundary","seq":9,"t":2.5,"point":"world:tool.effect","occurrence":2,'
+    '"run_id":null,"worker_id":"w-1","pid":100,"detail":{"tool":"refund_order"}}'
+)
+
+
+def test_a_world_fault_is_read_where_it_struck_as_recorded() -> None:
     trial = builders.black_box_refund_twice(at="world")
-    (fault,) = blackbox.translated(trial).faults()
+    (fault,) = trial.faults()
     assert fault.planned == spec.parse("kill@world:tool.effect#2")
     assert fault.step == "kill@world:tool.effect#2"
-    offset = blackbox.OCCURRENCE_OFFSET + 2
-    assert fault.struck_at == spec.PointRef(point="tool.returned", occurrence=offset)
-    hit = facts.fault_hit(blackbox.translated(trial), fault)
-    assert hit is not None and hit.detail[facts.WORLD_POINT_DETAIL] == "world:tool.effect#2"
+    assert fault.struck_at == spec.PointRef(point="world:tool.effect", occurrence=2)
+    hit = facts.fault_hit(trial, fault)
+    assert hit is not None and facts.hit_name(hit) == "world:tool.effect#2"
+    assert hit.stands_for == "tool.returned" and facts.point(hit) == "tool.returned"
+    # The plain helpers see it inside the tool window: no renamed copy of the history.
+    (item,) = facts.struck_in(trial, boundaries.TOOL_WINDOW)
+    assert item.fault == fault and item.hit == hit
 
 
-def test_a_world_fault_with_params_is_translated_too() -> None:
+def test_a_world_fault_with_params_is_read_where_it_struck_too() -> None:
     # The label's params once hid such a fault from translation; where it struck does not.
     step = spec.parse("db_cut@world:tool.effect#2?heal_after_s=2")
 
@@ -168,9 +180,58 @@ def test_a_world_fault_with_params_is_translated_too() -> None:
 
     trial = builders.black_box_refund_twice(at="world", action="db_cut")
     trial = trial.model_copy(update={"events": [with_params(e) for e in trial.events]})
-    (fault,) = blackbox.translated(trial).faults()
-    assert fault.step == "db_cut@world:tool.effect#2?heal_after_s=2"
-    assert fault.struck_at is not None and fault.struck_at.point == "tool.returned"
+    (item,) = facts.struck_in(trial, boundaries.TOOL_WINDOW)
+    assert item.fault.step == "db_cut@world:tool.effect#2?heal_after_s=2"
+    assert item.hit is not None and facts.point(item.hit) == "tool.returned"
+
+
+def test_the_plain_checkers_judge_a_world_hit_as_the_boundary_it_stands_for() -> None:
+    # check_all, not the black-box reading: the recorded hit alone says it is tool.returned.
+    results = {
+        r.invariant: r for r in checkers.check_all(builders.black_box_refund_twice(at="world"))
+    }
+    unknown = results["tool.unknown_outcome"]
+    assert unknown.verdict is V.FAIL, unknown
+    assert "interrupted by kill at world:tool.effect#2 worker w-1" in unknown.summary
+
+
+def test_a_time_hit_marks_no_boundary() -> None:
+    trial = builders.black_box_refund_twice(at="time")
+    (fault,) = trial.faults()
+    (hit,) = trial.boundary_hits()
+    assert hit.point == "time:+1.00s" and hit.stands_for is None
+    assert facts.run_hits(trial) == [] and facts.fault_hit(trial, fault) is None
+    (item,) = facts.interruptions(trial)
+    assert item.hit is None  # struck, but at no place in the engine's work
+
+
+def test_an_old_world_hit_reads_with_what_it_stands_for_and_is_judged_the_same() -> None:
+    old = history.BoundaryHit.model_validate_json(OLD_WORLD_LINE)
+    assert old.stands_for == "tool.returned"
+    trial = builders.black_box_refund_twice(at="world")
+    written = [
+        e.model_dump(exclude={"stands_for"}) if isinstance(e, history.BoundaryHit) else e
+        for e in trial.events
+    ]
+    again = trial.model_copy(
+        update={
+            "events": [
+                history.BoundaryHit.model_validate(e) if isinstance(e, dict) else e for e in written
+            ]
+        }
+    )
+    assert judged(again) == judged(trial)
+
+
+def test_an_engine_hit_is_written_without_stands_for() -> None:
+    hit = history.BoundaryHit(
+        point="tool.returned", occurrence=1, run_id=None, worker_id=None, pid=None
+    )
+    assert "stands_for" not in hit.model_dump(mode="json")
+    world = history.BoundaryHit(
+        point="world:reply.accepted", occurrence=1, run_id=None, worker_id=None, pid=None
+    )
+    assert world.model_dump(mode="json")["stands_for"] == "reply.sent"
 
 
 def test_a_time_kill_is_told_by_its_structured_step() -> None:

@@ -83,3 +83,38 @@ def test_a_fault_reported_by_a_stranger_is_not_applied() -> None:
     )
     (fault,) = [e for e in rec.events() if isinstance(e, history.FaultApplied)]
     assert (fault.action, fault.ok, fault.note) == ("kill", False, "no worker of ours reported it")
+
+
+class _Pg:
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def stop_immediate(self) -> None:
+        self.stopped += 1
+
+    def start(self) -> None:
+        self.stopped -= 1
+
+
+def test_a_shared_server_fault_strikes_without_a_worker_and_a_worker_fault_does_not() -> None:
+    # The catalog says which classes strike a shared server (FaultClass.shared): those need
+    # no worker of ours, every other class does.
+    rec, pg = recorder.Recorder(), _Pg()
+    strikes = nemesis.Nemesis(
+        [],
+        launcher=_Launcher(None),
+        recorder=rec,
+        proxies=None,
+        pg=pg,
+        lease_s=60.0,  # type: ignore[arg-type]
+    )
+    stranger = _hit("time:+1.00s", pid=99)
+    strikes.strike(spec.FaultStep(action="pg_restart", point="time:+1.00s"), stranger)
+    strikes.strike(spec.FaultStep(action="kill", point="time:+1.00s"), stranger)
+    assert pg.stopped == 1
+    strikes.close()  # the outage heals
+    faults = [(e.action, e.ok) for e in rec.events() if isinstance(e, history.FaultApplied)]
+    assert faults == [("pg_restart", True), ("kill", False), ("pg_start", True)]
+    assert pg.stopped == 0
+    assert spec.SHARED == {"pg_restart", "server_restart"}
+    assert spec.SHARED_ENDINGS == {"pg_start", "server_start"}

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from harness import errors
-from harness.checkers import blackbox, levels, verdict
+from harness.checkers import blackbox, facts, levels, verdict
 from harness.contract import boundaries
 from harness.engines import blackbox as blackbox_engine
 from harness.faults import spec
@@ -75,10 +75,11 @@ def every_line(results: list[verdict.CheckResult]) -> list[str]:
     return [line for result in results for line in [result.summary, *result.evidence]]
 
 
-def test_black_box_evidence_never_shows_synthetic_occurrences() -> None:
+def test_black_box_evidence_names_the_world_hit_as_recorded() -> None:
     lines = every_line(blackbox.judge(builders.black_box_refund_twice(at="world")))
     assert any("world:tool.effect#2" in line for line in lines)
-    assert not [line for line in lines if f"#{blackbox.OCCURRENCE_OFFSET}" in line]
+    # Never a boundary occurrence the engine did not report.
+    assert not [line for line in lines if "tool.returned#" in line]
 
 
 def reply_lost_to_a_kill() -> history.TrialHistory:
@@ -132,8 +133,8 @@ def reminder_struck(*, named: bool) -> history.TrialHistory:
 
 
 def struck_call_id(trial: history.TrialHistory) -> object:
-    hit = next(h for h in blackbox.translated(trial).boundary_hits() if h.point == "tool.returned")
-    return hit.detail.get("tool_call_id")
+    hit = next(h for h in trial.boundary_hits() if h.point == "world:tool.effect")
+    return facts.hit_call_id(trial, hit)
 
 
 def test_a_world_effect_is_mapped_to_its_call_by_the_key_the_engine_names() -> None:

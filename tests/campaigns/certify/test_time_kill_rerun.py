@@ -71,6 +71,13 @@ def test_a_time_kill_records_the_world_event_it_landed_after() -> None:
     )
 
 
+def test_the_trigger_records_what_each_world_hit_stands_for() -> None:
+    hits = {h.point: h for h in _struck_history().boundary_hits()}
+    assert hits["world:tool.effect"].stands_for == "tool.returned"
+    assert hits["world:model.answered"].stands_for == "model.returned"
+    assert hits["time:+0.01s"].stands_for is None  # a time point stands for no boundary
+
+
 def test_the_rerun_line_strikes_at_that_world_event_and_the_label_keeps_the_time() -> None:
     trial = _struck_history()
     spec = runner.TrialSpec.under(trial.scenario, [TIME_KILL], engine_ref="e.yaml")
