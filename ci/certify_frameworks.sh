@@ -3,23 +3,39 @@
 # example on the `refund` scenario (black-box kills at every world event and two seeded time
 # kills; the hardened LangGraph agent in boundary mode too), print the table rows that
 # `crashcert certify --markdown` writes and rewrite them between the markers in
-# docs/frameworks.md. Heavy: take the machine's lock where it is shared.
+# docs/frameworks.md. Heavy: where the machine is shared, set CRASHCERT_LOCK to its lock file
+# and each certification takes it alone (flock), so others get it between them.
 #   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,openai-agents,pydantic-ai])
+# CERTIFY_ONLY=REGEX certifies only the descriptions whose path matches; the table is then
+# rewritten from every certificate in out_dir (*.md), earlier runs' and other helpers' too.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 out=${1:-crashcert-trials/frameworks}
 mkdir -p "$out"
 crashcert=${CRASHCERT:-.venv/bin/crashcert}
+lock_fd=
+if [[ -n ${CRASHCERT_LOCK:-} ]]; then
+    exec {lock_fd}>>"$CRASHCERT_LOCK"
+fi
 certify() {  # description mode
     local name
+    if [[ -n ${CERTIFY_ONLY:-} && ! $1 =~ $CERTIFY_ONLY ]]; then
+        return 0
+    fi
     name=$(basename "$1" .yaml)-$2
     echo "certify: $1 --mode $2" >&2
+    if [[ -n $lock_fd ]]; then
+        flock "$lock_fd"
+    fi
     start=$(date +%s)
     status=0
     "$crashcert" certify --engine "$1" --scenario refund --mode "$2" --jobs 2 \
         --out "$out/$name" --markdown "$out/$name.md" --json "$out/$name.json" >"$out/$name.log" || status=$?
     echo "certify: $name exit $status in $(($(date +%s) - start)) s" >&2
+    if [[ -n $lock_fd ]]; then
+        flock -u "$lock_fd"
+    fi
 }
 for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/dbos_engine/dbos_engine_keyed.yaml \

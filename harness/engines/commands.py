@@ -49,6 +49,20 @@ def _env_name(name: str) -> str:
 EnvName = Annotated[str, pydantic.AfterValidator(_env_name)]
 
 
+# Run by the worker's Python: the framework's version, then each `also` package's, or
+# "not installed" for one it lacks (the framework itself missing exits with the error).
+_VERSIONS = """
+import importlib.metadata as m, sys
+def of(package):
+    try:
+        return f"{package} {m.version(package)}"
+    except m.PackageNotFoundError:
+        return f"{package} not installed"
+also = ", ".join(of(p) for p in sys.argv[2:])
+print(m.version(sys.argv[1]) + (f" ({also})" if also else ""))
+"""
+
+
 class Framework(pydantic.BaseModel):
     """The framework an engine is built on, named in certification tables: `package` is the
     distribution whose version the engine's own interpreter reports (the worker command's
@@ -59,6 +73,9 @@ class Framework(pydantic.BaseModel):
     name: Text
     package: Text
     version: list[Text] | None = None
+    # Other distributions the engine's behaviour rests on (its model client, a checkpointer),
+    # named beside the framework's version: "0.24.0 (openai 2.8.1)".
+    also: list[Text] = []
 
 
 class EngineDescription(pydantic.BaseModel):
@@ -329,8 +346,7 @@ class CommandEngine:
         interpreter = self.worker_command()[0] if self.description.worker else ""
         if not pathlib.Path(interpreter).name.startswith("python"):
             return None
-        code = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
-        return [interpreter, "-c", code, framework.package]
+        return [interpreter, "-c", _VERSIONS, framework.package, *framework.also]
 
     def purge_command(self, run_id: str) -> list[str] | None:
         """argv of the purge command for `run_id`, or None when the engine has none."""

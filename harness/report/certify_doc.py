@@ -14,6 +14,7 @@ import pathlib
 import sys
 from collections.abc import Iterable, Sequence
 
+from harness.checkers import levels
 from harness.report import certify_table
 
 SECTION = "## Certification table"
@@ -21,16 +22,35 @@ START = "<!-- certification table: rewritten by `bash ci/certify_frameworks.sh` 
 END = "<!-- end of certification table -->"
 
 
+# The header certify wrote before the "level rests on" column: its rows are given that
+# column from their own level cell, so certificates of either age make one table.
+OLD_HEADER = (
+    "| framework | version | variant | mode | level | faults run | coverage "
+    "| invariants not held, and why | date | crashcert |"
+)
+LEVEL_CELL = 5  # in a row split on " | ", the cell after the leading "| framework"
+
+
 def rows_of(markdown: str) -> list[str]:
     """The table rows certify wrote under SECTION, header and rule left out."""
     if SECTION not in markdown:
         return []
     table = markdown.split(SECTION, 1)[1]
+    old = OLD_HEADER in table.splitlines()
     return [
-        line
+        _with_rests_on(line) if old else line
         for line in table.splitlines()
-        if line.startswith("| ") and line not in certify_table.HEADER.splitlines()
+        if line.startswith("| ")
+        and line not in certify_table.HEADER.splitlines()
+        and line != OLD_HEADER
     ]
+
+
+def _with_rests_on(row: str) -> str:
+    """An old row with the fault classes its level rests on put after the level."""
+    cells = row.split(" | ")
+    level = levels.parse(cells[LEVEL_CELL - 1].split(" (", 1)[0])
+    return " | ".join([*cells[:LEVEL_CELL], certify_table.rests_on(level), *cells[LEVEL_CELL:]])
 
 
 def table(rows: Iterable[str]) -> str:

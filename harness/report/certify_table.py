@@ -1,8 +1,10 @@
 """The dated certification table (docs/frameworks.md): one row per mode of a
 certification, with the framework and its installed version, the level (capped by what
-was run, and saying so), the fault classes run, the coverage (required trials struck /
-required), every invariant that did not hold and why, the date and crashcert's version.
-`crashcert certify --markdown` writes the rows; pasting them under HEADER regenerates it.
+was run, and saying so), the fault classes that level rests on (levels.required_classes:
+each one run at every point it applies), the fault classes run, the coverage (required
+trials struck / required), every invariant that did not hold and why, the date and
+crashcert's version. `crashcert certify --markdown` writes the rows; pasting them under
+HEADER regenerates it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import datetime
 import importlib.metadata
 from typing import Any
 
+from harness.checkers import levels
 from harness.checkers import verdict as verdict_module
 
 # A certification is a harness.campaigns.certify.Certification, typed Any here: certify
@@ -19,8 +22,9 @@ from harness.checkers import verdict as verdict_module
 Certification = Any
 
 HEADER = (
-    "| framework | version | variant | mode | level | faults run | coverage "
-    "| invariants not held, and why | date | crashcert |\n|---|---|---|---|---|---|---|---|---|---|"
+    "| framework | version | variant | mode | level | level rests on | faults run | coverage "
+    "| invariants not held, and why | date | crashcert |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 # A table cell, not a report: the first problem is cut here (the full one is in the JSON).
 WHY_CHARS = 160
@@ -75,6 +79,12 @@ def _why(cert: Certification) -> str:
     return "; ".join(parts) or "-"
 
 
+def rests_on(level: levels.Level) -> str:
+    """The fault classes `level` was granted under (each run at every point it applies):
+    what the level promises to survive; "-" for NONE, which promises nothing."""
+    return ", ".join(levels.required_classes(level)) or "-"
+
+
 def rows(cert: Certification) -> list[str]:
     """One row per mode: a mode's level is granted by that mode's trials alone."""
     framework = cert.framework or "-"
@@ -92,7 +102,7 @@ def rows(cert: Certification) -> list[str]:
         required = sum(c.required for c in covered.values())
         found.append(
             f"| {framework} | {version} | {cert.engine} | {mode} | {_cell(alone.title)} | "
-            f"{', '.join(alone.faults_run) or '-'} | {struck}/{required} | "
-            f"{_why(alone)} | {cert.date} | {installed('crashcert')} |"
+            f"{rests_on(alone.level)} | {', '.join(alone.faults_run) or '-'} | "
+            f"{struck}/{required} | {_why(alone)} | {cert.date} | {installed('crashcert')} |"
         )
     return found

@@ -13,6 +13,7 @@ pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoin
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # the examples' agent_kit
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "langgraph_engine"))
 import reporting_saver
 

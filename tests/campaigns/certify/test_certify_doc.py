@@ -52,3 +52,25 @@ def test_the_frameworks_page_holds_the_table_between_its_markers() -> None:
     rows = certify_doc.rows_of(f"{certify_doc.SECTION}\n{inside}")
     assert rows and certify_doc.splice(text, rows) == text
     assert "certify_doc docs/frameworks.md" in (REPO / "ci" / "certify_frameworks.sh").read_text()
+
+
+def test_a_certificate_written_before_the_rests_on_column_joins_the_table() -> None:
+    # A certify of before the column: its level's classes are put after the level, so its
+    # row has the header's cells; the old header and rule are left out like the new ones.
+    old = (
+        f"{certify_doc.SECTION}\n\n{certify_doc.OLD_HEADER}\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "| Restate Python SDK | 1.3.0 | restate_naive | blackbox | AT-LEAST-ONCE | kill, "
+        "response_lost | 14/14 | `tool.at_most_once` FAIL: x | 2026-12-02 | 0.1.0 |\n"
+        "| F | 1 | capped | blackbox | NONE (CRASH-SAFE needs kill not run) | - | 0/1 | - "
+        "| d | v |\n"
+    )
+    naive, capped = certify_doc.rows_of(old)
+    assert naive == (
+        "| Restate Python SDK | 1.3.0 | restate_naive | blackbox | AT-LEAST-ONCE | kill | kill, "
+        "response_lost | 14/14 | `tool.at_most_once` FAIL: x | 2026-12-02 | 0.1.0 |"
+    )
+    assert capped.startswith(
+        "| F | 1 | capped | blackbox | NONE (CRASH-SAFE needs kill not run) | - | - |"
+    )
+    columns = certify_table.HEADER.splitlines()[0].count("|")
+    assert naive.count("|") == capped.count("|") == columns

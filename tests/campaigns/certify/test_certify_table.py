@@ -6,7 +6,7 @@ from __future__ import annotations
 import pathlib
 
 from harness.campaigns import certify
-from harness.checkers import judge
+from harness.checkers import judge, levels
 from harness.engines import commands
 from harness.faults import spec as fault_spec
 from harness.record import history
@@ -50,14 +50,28 @@ def test_one_row_per_mode_with_its_own_level() -> None:
     assert boundary_alone.title == "NONE (CRASH-SAFE needs kill, submit_twice not run)"
     assert boundary.startswith(
         f"| LangGraph | 1.2.3 | lg_naive | boundary | {certify_table._cell(boundary_alone.title)} "
-        "| - | 0/"
+        "| - | - | 0/"
     )
-    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE | kill | 0/")
+    assert blackbox.startswith("| LangGraph | 1.2.3 | lg_naive | blackbox | NONE | - | kill | 0/")
     # the unstruck kill shows nothing: its invariants are named with the reason
     assert "`tool.at_most_once` INCONCLUSIVE" in blackbox
     assert blackbox.endswith(f"| 2026-12-01 | {certify_table.installed('crashcert')} |")
     markdown = certify.to_markdown(cert)
     assert certify_table.HEADER in markdown and blackbox in markdown
+
+
+def test_each_row_names_the_fault_classes_its_level_rests_on() -> None:
+    # the header's sixth column is what the level promises to survive, not what happened
+    # to run: an AT-LEAST-ONCE row rests on kill alone, a CRASH-SAFE one on kill and
+    # submit_twice, FULL on every class a level can ask for, NONE on nothing
+    assert certify_table.HEADER.split(" | ")[5] == "level rests on"
+    assert certify_table.rests_on(levels.Level.AT_LEAST_ONCE) == "kill"
+    assert certify_table.rests_on(levels.Level.CRASH_SAFE) == "kill, submit_twice"
+    assert certify_table.rests_on(levels.Level.FULL) == ", ".join(levels.REQUIRED_CLASSES)
+    assert certify_table.rests_on(levels.Level.NONE) == "-"
+    header_cells = certify_table.HEADER.splitlines()[0].count("|")
+    for row in certify_table.rows(_certificate()):
+        assert row.count("|") - row.count("\\|") == header_cells
 
 
 def test_a_cell_never_breaks_the_table() -> None:
@@ -107,5 +121,14 @@ def test_the_worker_python_is_asked_and_a_missing_package_says_so(tmp_path: path
     assert certify_table.framework_of(engine)[1][0].isdigit()
     missing = _engine(tmp_path, "['{python}', -m, a]", "{name: N, package: no-such-dist-cc}")
     assert certify_table.framework_of(missing) == ("N", "not installed")
+    # the packages its behaviour also rests on (its model client), each asked of the same Python
+    also = _engine(
+        tmp_path,
+        "['{python}', -m, a]",
+        "{name: P, package: pydantic, also: [pytest, no-such-dist-cc]}",
+    )
+    version = certify_table.framework_of(also)[1]
+    assert version.startswith(certify_table.installed("pydantic") + " (pytest ")
+    assert version.endswith(", no-such-dist-cc not installed)")
     command = "{name: V, package: v, version: [sh, -c, 'echo 1.2.3']}"
     assert certify_table.framework_of(_engine(tmp_path, "[x]", command)) == ("V", "1.2.3")

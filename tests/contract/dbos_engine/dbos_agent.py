@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from typing import Any
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/contract: agent_kit
 import psycopg
 import psycopg.conninfo
+from agent_kit.world import http
 
 APP = "crashcert-dbos-agent"
 VERSION = "crashcert-1"
@@ -50,19 +51,6 @@ CREATE TABLE IF NOT EXISTS agent_heartbeats (executor_id text PRIMARY KEY, seen 
 CREATE TABLE IF NOT EXISTS agent_reports (run_id text PRIMARY KEY, report jsonb NOT NULL);
 CREATE TABLE IF NOT EXISTS agent_budget (run_id text PRIMARY KEY, iterations int NOT NULL);
 """
-
-
-def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer crashcert"}
-    if key:
-        headers["Idempotency-Key"] = key
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def database_url(dsn: str) -> str:

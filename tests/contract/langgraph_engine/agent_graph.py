@@ -3,8 +3,10 @@ checkpointed by PostgresSaver, resumed with thread id = run key.
 
 Hardened differences, all outside the graph's shape: the checkpointer reports boundaries
 and is fenced by the run's lease (reporting_saver.py), each model attempt is counted in a
-table before its request leaves (so an answer lost in a crash is still billed), tool calls
-go through the guard (world_tools.py), and checkpoints are written synchronously.
+table before its request leaves (so an answer lost in a crash is still billed) and the
+model client's own retries are off (a retry would re-send a lost request under the one
+attempt counted for it), tool calls go through the guard (world_tools.py), and checkpoints
+are written synchronously.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 
 import psycopg
 import reporting_saver
-import store
 import world_tools
+from agent_kit import report as run_reports
+from agent_kit import store, world
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
@@ -37,15 +40,24 @@ def checkpointer(hardened: bool) -> PostgresSaver:
     return PostgresSaver(conn)
 
 
-def build(hardened: bool) -> Any:
-    declarations = world_tools.declarations()
-    tools = [world_tools.make_tool(d) for d in declarations.values()]
-    model = ChatOpenAI(
+def chat_model(hardened: bool) -> ChatOpenAI:
+    """The model as the tutorials build it; hardened, with the openai client's own retries
+    off: its default (max_retries=2) re-sent a lost request from a live worker under the one
+    attempt counted for it, so the world answered more requests than were billed."""
+    retries = {"max_retries": 0} if hardened else {}
+    return ChatOpenAI(
         model="crashcert",
         base_url=os.environ["OPENAI_BASE_URL"],
         api_key=os.environ["OPENAI_API_KEY"],  # type: ignore[arg-type]
         timeout=30,
-    ).bind_tools(tools)
+        **retries,  # type: ignore[arg-type]
+    )
+
+
+def build(hardened: bool) -> Any:
+    declarations = world.declarations()
+    tools = [world_tools.make_tool(d) for d in declarations.values()]
+    model = chat_model(hardened).bind_tools(tools)
 
     def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
         run_key = config["configurable"]["thread_id"]
@@ -81,34 +93,11 @@ def report(
 ) -> dict[str, Any]:
     """The RunReport of what the thread's state holds (and, hardened, the agent's tables)."""
     answers = [m for m in messages if isinstance(m, AIMessage)]
-    model_calls = [
-        {"turn": turn, "state": "recorded", "usage": _usage(m)} for turn, m in enumerate(answers)
-    ]
+    usages = [_usage(m) for m in answers]
     if hardened:
         turns = {call["id"]: turn for turn, m in enumerate(answers) for call in m.tool_calls}
-        tool_calls = [
-            {**call, "turn": turns.get(call["id"], len(answers) - 1)}
-            for call in store.tool_calls(run_key)
-        ]
-        iterations = max(store.model_attempts(run_key), len(answers))
-    else:
-        # No key is sent, so none can be reported (the contract's tool_calls need one):
-        # the report lists no calls and counts the answered ones.
-        tool_calls = []
-        iterations = len(answers)
-    tool_count = len(tool_calls) if hardened else sum(isinstance(m, ToolMessage) for m in messages)
-    tokens = sum(call["usage"]["total_tokens"] for call in model_calls)
-    return {
-        "v": 1,
-        "run_id": run_key,
-        "status": "running",
-        "frontier": {"phase": None, "version": 0},
-        "delivery": {"state": "none"},
-        "model_calls": model_calls,
-        "tool_calls": tool_calls,
-        "budget": {
-            "iterations": {"used": iterations, "limit": budgets["iterations"]},
-            "tool_calls": {"used": tool_count, "limit": budgets["tool_calls"]},
-            "tokens": {"used": tokens, "limit": budgets["tokens"]},
-        },
-    }
+        return run_reports.from_tables(run_key, usages, turns, budgets)
+    # No key is sent, so none can be reported (the contract's tool_calls need one): the
+    # report lists no calls and counts the answered ones.
+    outputs = sum(isinstance(m, ToolMessage) for m in messages)
+    return run_reports.run_report(run_key, usages, len(usages), [], outputs, budgets)

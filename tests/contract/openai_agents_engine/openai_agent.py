@@ -15,75 +15,18 @@ journaled by call id; a keyed reply; the client's own retries off).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
+import pathlib
 import sys
-import threading
-import uuid
 from typing import Any
 
-import store
-
-import crashcert_probe as probe
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/contract: agent_kit
+from agent_kit import answers, store, world
+from agent_kit import report as run_reports
+from agent_kit import worker as agent_worker
 
 HARDENED = os.environ.get("OPENAI_AGENT_VARIANT", "naive") == "hardened"
 MODEL = "crashcert-scripted"
-
-
-def migrate() -> None:
-    store.migrate()
-
-
-def submit() -> None:
-    run_input = json.loads(sys.stdin.read())
-    store.submit(run_input["run_key"], run_input)
-    print(json.dumps({"run_id": run_input["run_key"]}))
-
-
-def status(run_key: str) -> None:
-    found = store.status(run_key)
-    report: dict[str, Any] = {
-        "run_id": run_key,
-        "frontier": {"phase": None, "version": 0},
-        "delivery": {"state": "none"},
-    }
-    if found is not None:
-        report = found[1] or report
-        report["status"] = found[0]
-        report["attempts"] = found[2]
-    else:
-        report["status"] = "pending"
-    print(json.dumps(report))
-
-
-def deliver(run_key: str, content: str) -> tuple[str, str | None]:
-    """Post the reply: (delivery state, key). Naive: no key, sent on every attempt.
-    Hardened: key `<run>:reply`, marked `sending` before it leaves; after a crash the sink
-    is asked by key, or the run ends `delivery_uncertain` where it cannot be asked."""
-    from world_tools import http
-
-    base = os.environ["CRASHCERT_REPLY_URL"] + "/replies"
-    body = {"run_id": run_key, "content": content}
-    if not HARDENED:
-        http(base, body)
-        return "delivered", None
-    key = f"{run_key}:reply"
-    found = store.execute("outbox_get", run_key=run_key)
-    if found and found[0][1] == "delivered":
-        return "delivered", key
-    if found:
-        asked, _ = http(f"{base}/{key}")
-        if asked == 200:
-            return "delivered", key
-        if asked != 404:
-            return "uncertain", key  # the sink cannot be asked: never resend blindly
-    else:
-        with store.committed("reply.sending", run_key, key=key) as db:
-            db.execute(store.sql("outbox_sending"), {"run_key": run_key, "key": key})
-    http(base, body, key)
-    probe.report("reply.sent", run_key, key=key)
-    return "delivered", key
 
 
 def build() -> Any:
@@ -94,9 +37,7 @@ def build() -> Any:
     from agents import Agent, set_tracing_disabled
 
     set_tracing_disabled(True)
-    tools = [
-        world_tools.make_tool(d, hardened=HARDENED) for d in world_tools.declarations().values()
-    ]
+    tools = [world_tools.make_tool(d, hardened=HARDENED) for d in world.declarations().values()]
     model: Any = recorded_model.build() if HARDENED else MODEL
     return Agent(name="support", model=model, tools=tools)
 
@@ -106,7 +47,7 @@ async def run(agent: Any, run_key: str, run_input: dict[str, Any], owner: str) -
     from agents import Runner
 
     budgets = run_input["budgets"]
-    recorded_model.TURN.set({"run_key": run_key, "turn": 0})
+    answers.start(run_key)
     result = await Runner.run(
         agent,
         run_input["messages"],
@@ -117,14 +58,7 @@ async def run(agent: Any, run_key: str, run_input: dict[str, Any], owner: str) -
         report = recorded_model.report(run_key, budgets)
     else:
         report = naive_report(run_key, result, budgets)
-    state, key = deliver(run_key, str(result.final_output))
-    final = "succeeded" if state == "delivered" else "delivery_uncertain"
-    report.update(status=final, delivery={"state": state, "key": key})
-    with store.committed("run.finished" if HARDENED else None, run_key, status=final) as db:
-        params = {"run_key": run_key, "owner": owner, "status": final}
-        db.execute(store.sql("finish"), {**params, "report": store.jsonb(report)})
-        if HARDENED:
-            db.execute(store.sql("outbox_settle"), {"run_key": run_key, "state": state})
+    agent_worker.finish(run_key, owner, report, str(result.final_output), hardened=HARDENED)
 
 
 def naive_report(run_key: str, result: Any, budgets: dict[str, int]) -> dict[str, Any]:
@@ -134,50 +68,12 @@ def naive_report(run_key: str, result: Any, budgets: dict[str, int]) -> dict[str
     calls = [recorded_model.usage_of(r.usage) for r in result.raw_responses]
     outputs = sum(1 for item in result.new_items if item.type == "tool_call_output_item")
     # No key is sent, so none can be reported (the contract's tool_calls need one).
-    return recorded_model.run_report(run_key, calls, len(calls), [], outputs, budgets)
-
-
-def keep_lease(run_key: str, owner: str, done: threading.Event) -> None:
-    while not done.wait(store.LEASE_S / 4) and store.renew(run_key, owner):
-        pass
+    return run_reports.run_report(run_key, calls, len(calls), [], outputs, budgets)
 
 
 def worker() -> None:
-    store.configure(os.environ.get("CRASHCERT_WORKER_ID") or f"w-{uuid.uuid4().hex[:8]}")
-    owner = store.OWNER
-    agent = build()  # before any claim: a lease must not lapse while the SDK imports
-    idle = threading.Event()
-    # One loop for the worker's life: the SDK's client keeps connections bound to it.
-    loop = asyncio.new_event_loop()
-    while True:
-        claimed = store.claim(owner)
-        if claimed is None:
-            idle.wait(0.05)
-            continue
-        run_key, run_input, attempt = claimed
-        done = threading.Event()
-        renewer = threading.Thread(target=keep_lease, args=(run_key, owner, done), daemon=True)
-        renewer.start()
-        try:
-            if HARDENED:
-                probe.report("run.claimed", run_key, attempt=attempt)
-            loop.run_until_complete(run(agent, run_key, run_input, owner))
-        except Exception as error:  # a lost lease or a broken call: the lease lapses, retried
-            print(f"run {run_key} attempt {attempt}: {error!r}", file=sys.stderr, flush=True)
-        finally:
-            done.set()
-            renewer.join()
-
-
-def main(argv: list[str]) -> None:
-    commands = {"migrate": migrate, "worker": worker, "submit": submit}
-    if argv[1] == "status":
-        status(argv[2])
-    elif argv[1] in commands:
-        commands[argv[1]]()
-    else:
-        raise SystemExit(f"unknown command {argv[1]!r}")
+    agent_worker.serve_async(build, run, hardened=HARDENED)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    agent_worker.main(sys.argv, worker=worker, migrate=store.migrate)

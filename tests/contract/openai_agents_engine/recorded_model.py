@@ -13,45 +13,29 @@ calls, `reply.ready` without: the decision). The client's own retries are off
 
 from __future__ import annotations
 
-import contextvars
 from typing import Any
 
 import pydantic
-import store
+from agent_kit import answers, store
+from agent_kit import report as run_reports
 from agents import ModelResponse, OpenAIResponsesModel, Usage
 from openai import AsyncOpenAI
 from openai.types.responses import ResponseOutputItem
 
-import crashcert_probe as probe
-
-# {"run_key", "turn"} of the run this task runs (openai_agent.run sets it per attempt).
-TURN: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("turn")
 _ITEMS = pydantic.TypeAdapter(list[ResponseOutputItem])
 
 
 class RecordedModel(OpenAIResponsesModel):
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        where = TURN.get()
-        run_key, turn = where["run_key"], where["turn"]
-        where["turn"] = turn + 1
-        found = store.execute("answer_get", run_key=run_key, turn=turn)
-        if found:
-            return _restore(found[0][0])
-        with store.committed("model.pending", run_key, turn=turn) as db:
-            db.execute(store.sql("reserve_model"), {"run_key": run_key})
-        answer = await super().get_response(*args, **kwargs)
-        probe.report("model.returned", run_key, turn=turn)
-        calls = [item for item in answer.output if item.type == "function_call"]
-        recorded = {
-            "output": [item.model_dump(mode="json") for item in answer.output],
-            "usage": usage_of(answer.usage),
-        }
-        with store.committed("tools.pending" if calls else "reply.ready", run_key, turn=turn) as db:
-            db.execute(
-                store.sql("answer_record"),
-                {"run_key": run_key, "turn": turn, "answer": store.jsonb(recorded)},
-            )
-        return answer
+        return await answers.recorded(
+            lambda: super(RecordedModel, self).get_response(*args, **kwargs), _restore, _record
+        )
+
+
+def _record(answer: ModelResponse) -> tuple[dict[str, Any], bool]:
+    calls = [item for item in answer.output if item.type == "function_call"]
+    output = [item.model_dump(mode="json") for item in answer.output]
+    return {"output": output, "usage": usage_of(answer.usage)}, bool(calls)
 
 
 def build() -> RecordedModel:
@@ -89,35 +73,6 @@ def report(run_key: str, budgets: dict[str, int]) -> dict[str, Any]:
         for item in answer["output"]
         if item.get("type") == "function_call"
     }
-    calls = [
-        {**call, "turn": turns.get(call["id"], len(answers) - 1)}
-        for call in store.tool_calls(run_key)
-    ]
-    usages = [answer["usage"] for _, answer in answers]
-    iterations = max(store.model_attempts(run_key), len(usages))
-    return run_report(run_key, usages, iterations, calls, len(calls), budgets)
-
-
-def run_report(
-    run_key: str,
-    usages: list[dict[str, int]],
-    iterations: int,
-    tool_calls: list[dict[str, Any]],
-    tool_count: int,
-    budgets: dict[str, int],
-) -> dict[str, Any]:
-    model_calls = [{"turn": t, "state": "recorded", "usage": u} for t, u in enumerate(usages)]
-    return {
-        "v": 1,
-        "run_id": run_key,
-        "status": "running",
-        "frontier": {"phase": None, "version": 0},
-        "delivery": {"state": "none"},
-        "model_calls": model_calls,
-        "tool_calls": tool_calls,
-        "budget": {
-            "iterations": {"used": iterations, "limit": budgets["iterations"]},
-            "tool_calls": {"used": tool_count, "limit": budgets["tool_calls"]},
-            "tokens": {"used": sum(u["total_tokens"] for u in usages), "limit": budgets["tokens"]},
-        },
-    }
+    return run_reports.from_tables(
+        run_key, [answer["usage"] for _, answer in answers], turns, budgets
+    )

@@ -14,13 +14,14 @@ TEMPORAL_AGENT_KEYS picks the variant:
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
+import pathlib
+import sys
 import uuid
 from typing import Any
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/contract: agent_kit
+from agent_kit.world import http
 from temporalio import activity
 
 
@@ -28,19 +29,6 @@ def keys() -> str:
     """Read per call: a worker forked from a warm server imported this module before its
     own environment was set."""
     return os.environ.get("TEMPORAL_AGENT_KEYS", "random")
-
-
-def http(url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer crashcert"}
-    if key:
-        headers["Idempotency-Key"] = key
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 @activity.defn

@@ -1,5 +1,6 @@
--- The Pydantic AI agent's tables: leased runs (both variants); hardened: model attempts,
--- recorded model answers, tool journal, outbox.
+-- The example agents' own tables (OpenAI Agents SDK, Pydantic AI, LangGraph): leased runs
+-- (both variants); hardened: model attempts, recorded model answers (the two without durable
+-- resume replay from them), tool journal, outbox. LangGraph's checkpoints are its own tables.
 -- One statement per `-- name:` section (store.py).
 
 -- name: schema

@@ -1,7 +1,7 @@
-"""The agent's own tables (agent.sql): leased runs, model attempts, tool journal, outbox.
-
-Every function opens its own short connection: tool calls run in LangGraph's executor
-threads, and a connection shared across threads would mix their transactions.
+"""The example agents' own tables (agent.sql): leased runs, model attempts and answers,
+tool journal, outbox. Every function opens its own short connection: the frameworks run
+tools concurrently (the SDK's asyncio tasks, Pydantic AI's and LangGraph's executor
+threads), and a connection shared across threads would mix their transactions.
 """
 
 from __future__ import annotations
@@ -36,8 +36,18 @@ class LeaseLost(RuntimeError):
     """The run's lease passed to another worker: this one must not commit for it."""
 
 
-# This worker's id (langgraph_agent.worker sets it): the owner every fenced commit checks.
+# This worker's id (configure sets it): the owner every fenced commit checks.
 OWNER = os.environ.get("CRASHCERT_WORKER_ID", "")
+
+
+def configure(owner: str) -> None:
+    """In the worker: its owner id, and the lease from its own environment. A worker forked
+    from the warm server (the description's `preload`) inherits this module as the server
+    imported it, with the server's environment: read at import, the lease was the default."""
+    global OWNER, LEASE_S, OPTIONS
+    OWNER = owner
+    LEASE_S = int(os.environ.get("CRASHCERT_LEASE_MS", "1000")) / 1000
+    OPTIONS = f"-c idle_in_transaction_session_timeout={int(LEASE_S * 2000)}"
 
 
 def fence(db: psycopg.Connection[Any], run_key: str) -> None:
