@@ -55,7 +55,9 @@ def _verdicts(document: dict) -> dict[tuple[str, str], str]:
 
 def test_shards_merged_equal_one_unsharded_run(tmp_path):
     whole = _matrix(tmp_path / "whole")
-    shards = [_matrix(tmp_path / f"shard-{i}", "--shard", f"{i}/{SHARDS}") for i in range(1, SHARDS + 1)]
+    shards = [
+        _matrix(tmp_path / f"shard-{i}", "--shard", f"{i}/{SHARDS}") for i in range(1, SHARDS + 1)
+    ]
     for process in [whole, *shards]:
         output, _ = process.communicate(timeout=900)
         assert process.returncode in (0, 1), output
