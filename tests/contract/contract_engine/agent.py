@@ -226,7 +226,12 @@ class Worker:
                 lease, call, "rejected", world.error("unknown tool or bad arguments")
             )
         if call["state"] == "started" and mine not in self.unsent:
-            # Interrupted after it was marked started: it may have happened.
+            # Interrupted after it was marked started: it may have happened. Replayed only
+            # while its tool's fingerprint (asked again now) is the one it was sent under.
+            self.declarations = world.tools()
+            decl = self.declarations.get(call["name"])
+            if decl is None:
+                return self.settle(lease, call, "outcome_unknown", world.unknown())
             replay = (
                 decl["replay"] == "replayable" and decl.get("fingerprint") == call["fingerprint"]
             )
@@ -258,17 +263,30 @@ class Worker:
             status, body = world.call_tool(call["name"], call["arguments"], call["key"])
             answers = {status}
             for wait in RETRY_WAITS_S:  # one logical call: the same key, no new budget
-                if not retryable(decl, status):
+                if not retryable(decl, status) or (
+                    status == 0 and not self.unchanged(call["name"], decl)
+                ):
                     break
                 time.sleep(wait)
                 status, body = world.call_tool(call["name"], call["arguments"], call["key"])
                 answers.add(status)
-        if retryable(decl, status):  # still not applied: never settled failed (CONTRACT s. 5)
+        if retryable(decl, status) and (status != 0 or self.unchanged(call["name"], decl)):
+            # still not applied: never settled failed (CONTRACT s. 5)
             if answers <= {503, world.REFUSED}:
                 self.unsent.add(mine)  # known not applied: sent again, no new budget
             raise RetryLater(f"tool answered {status}")
         world.report("tool.returned", lease.run_id, tool_detail(call))
         self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
+
+    def unchanged(self, name: str, decl: dict[str, Any]) -> bool:
+        """The tool was not redeployed since the call was sent: a call sent before a change
+        is never replayed after it (CONTRACT.md s. 3, Tools), so ask GET /tools again."""
+        try:
+            self.declarations = world.tools()
+        except OSError:
+            return False
+        fresh = self.declarations.get(name)
+        return fresh is not None and fresh.get("fingerprint") == decl.get("fingerprint")
 
     def outcome(self, lease: Lease, decl: dict, call: dict, status: int, body: Any) -> tuple:
         if status == 200 and isinstance(body, dict):
@@ -283,9 +301,9 @@ class Worker:
                 return (
                     ("succeeded", world.ok(result)) if applied else ("failed", world.error(message))
                 )
-        if decl["replay"] == "replayable":
+        if decl["replay"] == "replayable" and status != 0:
             return "failed", world.error(message)
-        return "outcome_unknown", world.unknown()
+        return "outcome_unknown", world.unknown()  # no answer: it may have happened
 
     def settle(self, lease: Lease, call: dict, state: str, outcome: dict) -> None:
         with self.store.step(lease, "tool.settled", **tool_detail(call)) as step:
