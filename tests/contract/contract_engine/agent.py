@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from . import store as store_module
 from . import world
 from .store import Fenced, Lease, Store
 
@@ -21,6 +22,13 @@ SETTLED = {"succeeded", "failed", "outcome_unknown", "rejected", "cancelled"}
 # Waits before sending a not-applied tool call again under the same lease (~6 s in all:
 # longer than a healed cut or a short outage); then the call is tried again later.
 RETRY_WAITS_S = (0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0)
+# A model request that was refused (never left) is sent again under the same inference,
+# as long as the tool calls above; one the provider answered 5xx (nothing billed) a few
+# times only. Then the attempt ends: the run is given back (CONTRACT.md s. 5).
+MODEL_5XX_RETRIES = 2
+# A model answer lost on its way (the request may have been served and billed) costs a new
+# inference; after this many in one attempt the run is given back too.
+LOST_ANSWERS_PER_ATTEMPT = 3
 
 
 class RetryLater(Exception):
@@ -34,6 +42,8 @@ class Worker:
         # a lost connection under the same lease they are known not to have happened.
         self.unsent: set[tuple[str, str, int]] = set()
         self.declarations: dict[str, dict[str, Any]] = {}
+        # Model answers lost under each lease (run, epoch).
+        self.lost_answers: dict[tuple[str, int], int] = {}
 
     def run_forever(self) -> None:
         while True:
@@ -92,14 +102,63 @@ class Worker:
             step.checkpoint("model_pending", iterations=1)
         self.store.hold(lease)  # a worker woken after losing its lease stops here
         with self.store.kept(lease):
-            status, answer = world.chat(run["transcript"], list(self.declarations.values()))
+            status, answer = self.ask_model(run["transcript"])
         message, usage = parse_answer(answer) if status == 200 else (None, None)
-        if message is None or usage is None:
-            with self.store.step(lease, None) as step:
+        if message is not None and usage is not None:
+            world.report("model.returned", lease.run_id, {"turn": run["turn"]})
+            return self.decide(lease, seq, message, usage)
+        if status == world.REFUSED or unavailable(status):
+            return self.give_back(lease, run, seq, f"model answered {status}")
+        if 400 <= status < 500:  # the provider refused the request: no retry changes that
+            with self.store.step(lease, "run.finished") as step:
                 step.execute("fail_model_call", seq=seq)
-            raise RetryLater(f"model answered {status}")
-        world.report("model.returned", lease.run_id, {"turn": run["turn"]})
-        self.decide(lease, seq, message, usage)
+                step.execute(
+                    "finish",
+                    status="failed",
+                    reason=f"model answered {status}",
+                    delivery_state=None,
+                )
+            return None
+        # The answer was lost on its way (or came back malformed): it may have been billed, so
+        # it is not used; the next inference is a new model call after a pause.
+        mine = (lease.run_id, lease.epoch)
+        self.lost_answers[mine] = self.lost_answers.get(mine, 0) + 1
+        if self.lost_answers[mine] > LOST_ANSWERS_PER_ATTEMPT:
+            return self.give_back(lease, run, seq, "model answers lost")
+        with self.store.step(lease, None) as step:
+            step.execute("fail_model_call", seq=seq)
+        with self.store.kept(lease):
+            time.sleep(0.5)
+        return None
+
+    def ask_model(self, transcript: list[dict[str, Any]]) -> tuple[int, Any]:
+        """One inference: a refused request is sent again while the link may heal, a 5xx a
+        few times; the last status and body."""
+        tools, refused, failed = list(self.declarations.values()), 0, 0
+        while True:
+            status, answer = world.chat(transcript, tools)
+            if status == world.REFUSED and refused < len(RETRY_WAITS_S):
+                time.sleep(RETRY_WAITS_S[refused])
+                refused += 1
+            elif unavailable(status) and failed < MODEL_5XX_RETRIES:
+                time.sleep(RETRY_WAITS_S[failed])
+                failed += 1
+            else:
+                return status, answer
+
+    def give_back(self, lease: Lease, run: dict[str, Any], seq: int, reason: str) -> None:
+        """Ends this attempt, not the run: the run is released for a later attempt, or, on
+        its last attempt, ends dead_lettered (CONTRACT.md s. 5, "Attempts and dead letters")."""
+        last = run["attempts"] >= run["max_attempts"]
+        boundary, detail = ("run.finished", {"status": "dead_lettered"}) if last else (None, {})
+        with self.store.step(lease, boundary, **detail) as step:
+            step.execute("fail_model_call", seq=seq)
+            if last:
+                step.execute("finish", status="dead_lettered", reason=reason, delivery_state=None)
+            else:
+                step.execute("release", backoff_ms=store_module.lease_ms())
+        self.lost_answers.pop((lease.run_id, lease.epoch), None)
+        raise Fenced(lease.run_id)  # the run is no longer this worker's
 
     def decide(self, lease: Lease, seq: int, message: dict[str, Any], usage: dict) -> None:
         """Records the answer, bills its tokens once and checkpoints what it decided."""
@@ -167,7 +226,12 @@ class Worker:
                 lease, call, "rejected", world.error("unknown tool or bad arguments")
             )
         if call["state"] == "started" and mine not in self.unsent:
-            # Interrupted after it was marked started: it may have happened.
+            # Interrupted after it was marked started: it may have happened. Replayed only
+            # while its tool's fingerprint (asked again now) is the one it was sent under.
+            self.declarations = world.tools()
+            decl = self.declarations.get(call["name"])
+            if decl is None:
+                return self.settle(lease, call, "outcome_unknown", world.unknown())
             replay = (
                 decl["replay"] == "replayable" and decl.get("fingerprint") == call["fingerprint"]
             )
@@ -197,15 +261,32 @@ class Worker:
         self.unsent.discard(mine)
         with self.store.kept(lease):
             status, body = world.call_tool(call["name"], call["arguments"], call["key"])
+            answers = {status}
             for wait in RETRY_WAITS_S:  # one logical call: the same key, no new budget
-                if not retryable(decl, status):
+                if not retryable(decl, status) or (
+                    status == 0 and not self.unchanged(call["name"], decl)
+                ):
                     break
                 time.sleep(wait)
                 status, body = world.call_tool(call["name"], call["arguments"], call["key"])
-        if retryable(decl, status):  # still not applied: never settled failed (CONTRACT s. 5)
+                answers.add(status)
+        if retryable(decl, status) and (status != 0 or self.unchanged(call["name"], decl)):
+            # still not applied: never settled failed (CONTRACT s. 5)
+            if answers <= {503, world.REFUSED}:
+                self.unsent.add(mine)  # known not applied: sent again, no new budget
             raise RetryLater(f"tool answered {status}")
         world.report("tool.returned", lease.run_id, tool_detail(call))
         self.settle(lease, call, *self.outcome(lease, decl, call, status, body))
+
+    def unchanged(self, name: str, decl: dict[str, Any]) -> bool:
+        """The tool was not redeployed since the call was sent: a call sent before a change
+        is never replayed after it (CONTRACT.md s. 3, Tools), so ask GET /tools again."""
+        try:
+            self.declarations = world.tools()
+        except OSError:
+            return False
+        fresh = self.declarations.get(name)
+        return fresh is not None and fresh.get("fingerprint") == decl.get("fingerprint")
 
     def outcome(self, lease: Lease, decl: dict, call: dict, status: int, body: Any) -> tuple:
         if status == 200 and isinstance(body, dict):
@@ -220,9 +301,9 @@ class Worker:
                 return (
                     ("succeeded", world.ok(result)) if applied else ("failed", world.error(message))
                 )
-        if decl["replay"] == "replayable":
+        if decl["replay"] == "replayable" and status != 0:
             return "failed", world.error(message)
-        return "outcome_unknown", world.unknown()
+        return "outcome_unknown", world.unknown()  # no answer: it may have happened
 
     def settle(self, lease: Lease, call: dict, state: str, outcome: dict) -> None:
         with self.store.step(lease, "tool.settled", **tool_detail(call)) as step:
@@ -248,6 +329,8 @@ class Worker:
         self.unsent.discard(mine)
         with self.store.kept(lease):
             status = world.post_reply(lease.run_id, run["reply"], key)
+        if status == world.REFUSED:
+            self.unsent.add(mine)  # it never left: posted again, no need to ask the sink
         if status != 200:
             raise RetryLater("the sink did not acknowledge")  # asked by key next time
         world.report("reply.sent", lease.run_id)
@@ -261,9 +344,15 @@ class Worker:
 
 
 def retryable(decl: dict[str, Any], status: int) -> bool:
-    """Safe to send again with the same key: a 503 says not applied (CONTRACT s. 3); a
-    request that got no answer (a cut link) may be resent to a replayable tool."""
-    return status == 503 or (status == 0 and decl["replay"] == "replayable")
+    """Safe to send again with the same key: a 503 says not applied (CONTRACT s. 3), a
+    refused connection never left (s. 5); a request that got no answer (a cut link) may be
+    resent to a replayable tool."""
+    return status in (503, world.REFUSED) or (status == 0 and decl["replay"] == "replayable")
+
+
+def unavailable(status: int) -> bool:
+    """The model provider did not serve the request (5xx, overloaded): nothing was billed."""
+    return status >= 500 or status in (408, 429)
 
 
 def tool_detail(call: dict[str, Any]) -> dict[str, str]:

@@ -149,6 +149,14 @@ UPDATE tool_calls SET state = %(state)s, outcome = %(outcome)s
 -- name: set_delivery
 UPDATE runs SET delivery_state = %(delivery_state)s WHERE id = %(run_id)s;
 
+-- name: release
+-- Gives the run back (CONTRACT.md s. 5, "Attempts and dead letters"): nobody holds it, and
+-- it may be claimed again, a new attempt, once the backoff passed.
+UPDATE runs
+   SET status = 'pending', owner = NULL,
+       lease_until = clock_timestamp() + %(backoff_ms)s * interval '1 millisecond'
+ WHERE id = %(run_id)s;
+
 -- name: finish
 UPDATE runs
    SET status = %(status)s, reason = %(reason)s, lease_until = NULL,

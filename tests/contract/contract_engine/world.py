@@ -11,6 +11,9 @@ import urllib.request
 from typing import Any
 
 HTTP_TIMEOUT_S = 10
+# The status `http` gives a request whose connection was refused: it never left, so nothing
+# was applied and the same request may be sent again (CONTRACT.md s. 3 and 5).
+REFUSED = -1
 UNKNOWN_NOTE = "The action may have happened; check before retrying."
 _control: socket.socket | None = None
 _buffer = b""
@@ -46,7 +49,8 @@ def report(boundary: str, run_id: str, detail: dict[str, Any] | None = None) -> 
 
 
 def http(method: str, url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
-    """One request; (status, JSON body). A transport failure is status 0: nothing known."""
+    """One request; (status, JSON body). A refused connection is REFUSED (never sent); any
+    other transport failure is status 0: nothing known."""
     headers = {
         "Content-Type": "application/json",
         "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'crashcert')}",
@@ -63,8 +67,9 @@ def http(method: str, url: str, body: Any = None, key: str | None = None) -> tup
             return error.code, json.loads(error.read() or b"null")
         except ValueError:
             return error.code, None
-    except (OSError, ValueError):
-        return 0, None
+    except (OSError, ValueError) as error:
+        refused = isinstance(getattr(error, "reason", error), ConnectionRefusedError)
+        return (REFUSED if refused else 0), None
 
 
 def tools() -> dict[str, dict[str, Any]]:
@@ -89,6 +94,8 @@ def tool_effect(name: str, key: str) -> tuple[bool | None, Any]:
     """Asks a queryable tool by key: (applied, result); applied None when it did not say."""
     url = f"{os.environ['CRASHCERT_TOOLS_URL']}/tools/{_q(name)}/effects/{_q(key)}"
     status, body = http("GET", url)
+    if status in (0, REFUSED):
+        raise OSError(f"GET {url} got no answer")  # nothing learnt: ask again later
     if status == 200 and isinstance(body, dict) and body.get("applied") is True:
         return True, body.get("result")
     return (False if status == 404 else None), None
