@@ -4,7 +4,8 @@
 # kills; the hardened LangGraph agent in boundary mode too), print the table rows that
 # `crashcert certify --markdown` writes and rewrite them between the markers in
 # docs/frameworks.md. Heavy: take the machine's lock where it is shared.
-#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,openai-agents,pydantic-ai])
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,restate,openai-agents,pydantic-ai]
+#   and the Restate server, which ci/bootstrap.sh installs with npm)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,6 +28,8 @@ for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/langgraph_engine/langgraph_naive.yaml \
     tests/contract/temporal_engine/temporal_naive.yaml \
     tests/contract/temporal_engine/temporal_hardened.yaml \
+    tests/contract/restate_engine/restate_naive.yaml \
+    tests/contract/restate_engine/restate_hardened.yaml \
     tests/contract/openai_agents_engine/openai_agents_naive.yaml \
     tests/contract/openai_agents_engine/openai_agents_hardened.yaml \
     tests/contract/pydantic_ai_engine/pydantic_ai_naive.yaml \
