@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from typing import Any
@@ -124,12 +125,21 @@ def _http(method: str, path: str, body: Any = None) -> tuple[int, Any]:
             return error.code, raw.decode(errors="replace")
 
 
+def _quoted(key: str) -> str:
+    return urllib.parse.quote(key, safe="")
+
+
 def submit() -> None:
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
     payload = json.loads(sys.stdin.read())
+    # Hardened: the client's run key is the workflow's key, and Restate runs a workflow
+    # once per key (a second send answers the run the key has). Naive: a fresh id.
+    if os.environ.get("RESTATE_AGENT_KEYS") == "derived":
+        run_id = payload["run_key"]
+    else:
+        run_id = f"run-{uuid.uuid4().hex[:12]}"
     for attempt in range(SUBMIT_TRIES):
         try:
-            status, answer = _http("POST", f"/{SERVICE}/{run_id}/run/send", payload)
+            status, answer = _http("POST", f"/{SERVICE}/{_quoted(run_id)}/run/send", payload)
         except (urllib.error.URLError, OSError) as error:
             status, answer = 0, str(error)
         if status in (200, 202):
@@ -145,7 +155,7 @@ def status(run_id: str) -> None:
         "run_id": run_id, "frontier": {"phase": None, "version": 0}, "delivery": {"state": "none"},
         "status": "running",
     }  # fmt: skip
-    code, answer = _http("GET", f"/restate/workflow/{SERVICE}/{run_id}/output")
+    code, answer = _http("GET", f"/restate/workflow/{SERVICE}/{_quoted(run_id)}/output")
     if code == 200 and isinstance(answer, dict) and "run_id" in answer:
         report = answer
     elif 400 <= code < 500 and code not in (404, 470):

@@ -51,12 +51,28 @@ def list_tools() -> list[dict[str, Any]]:
     return http(os.environ["CRASHCERT_TOOLS_URL"] + "/tools")[1]["tools"]  # type: ignore[no-any-return]
 
 
+MODEL_TRIES = 4
+
+
 def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model's answer and how many requests it took. Naive: one request, a failure
+    raised (Restate retries the step, and the report never counts the lost answer).
+    Hardened: the step retries a lost answer itself and counts every request (each may
+    have been billed), journaled with the answer."""
     url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
-    status, answer = http(url, {"model": "crashcert", "messages": messages, "tools": tools})
-    if status != 200:
-        raise RuntimeError(f"model answered {status}: {answer}")  # the step is retried
-    return answer  # type: ignore[no-any-return]
+    body = {"model": "crashcert", "messages": messages, "tools": tools}
+    tries = MODEL_TRIES if keys() == "derived" else 1
+    for attempt in range(1, tries + 1):
+        try:
+            status, answer = http(url, body)
+        except (urllib.error.URLError, OSError):
+            if attempt == tries:
+                raise
+            continue
+        if status != 200:
+            raise RuntimeError(f"model answered {status}: {answer}")  # the step is retried
+        return {**answer, "attempts": attempt}
+    raise AssertionError("unreachable")
 
 
 def call_tool(declaration: dict[str, Any], arguments: Any, key: str) -> dict[str, Any]:
@@ -104,6 +120,7 @@ async def run(ctx: restate.WorkflowContext, payload: dict[str, Any]) -> dict[str
         answer = await ctx.run_typed(f"model-{turn}", call_model, messages=messages, tools=tools)
         message = answer["choices"][0]["message"]
         report["model_calls"].append({"turn": turn, "state": "recorded", "usage": answer["usage"]})
+        report["inferences"] = report.get("inferences", 0) + answer.get("attempts", 1)
         messages.append(message)
         if not message.get("tool_calls"):
             break
@@ -127,7 +144,7 @@ async def run(ctx: restate.WorkflowContext, payload: dict[str, Any]) -> dict[str
     report["delivery"] = {"state": "delivered", "key": key}
     calls = report["model_calls"]
     report["budget"] = {
-        "iterations": {"used": len(calls), "limit": budgets["iterations"]},
+        "iterations": {"used": report.pop("inferences"), "limit": budgets["iterations"]},
         "tool_calls": {"used": len(report["tool_calls"]), "limit": budgets["tool_calls"]},
         "tokens": {
             "used": sum(c["usage"]["total_tokens"] for c in calls),
