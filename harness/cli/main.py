@@ -249,7 +249,11 @@ def run(
     with shared.open_lab(engine, pg_dsn=pg_dsn) as lab:
         console.print(f"engine {engine.name}: {lab.toxiproxy_note}; {network.note}")
         trial_lab = lab.as_black_box() if black_box else lab
-        outcome = trial_module.run_trial(trial_lab, spec, out_dir=out_dir)
+        try:
+            outcome = trial_module.run_trial(trial_lab, spec, out_dir=out_dir)
+        except trial_module.TrialNotStored as lost:  # the verdict first, then the disk's error
+            terminal.print_results(console, lost.outcome.results, lost.outcome.verdict)
+            raise
     terminal.print_results(console, outcome.results, outcome.verdict)
     console.print(f"trial: {outcome.directory}\nrerun: {outcome.repro}")
     sys.exit(outcome.verdict.exit_code)

@@ -6,11 +6,12 @@ migrated template, its own world, its own control socket and its own proxies.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness import errors
@@ -98,6 +99,7 @@ def open_lab(
     require_toxiproxy: bool = False,
 ) -> Iterator[Lab]:
     with contextlib.ExitStack() as stack:
+        forkserver_ready = _forkserver_starting(stack, engine)
         pg = stack.enter_context(postgres.provide(dsn=pg_dsn))
         template = f"cc_tpl_{engine.name}_{uuid.uuid4().hex[:8]}"
         postgres.templates.ensure_template(pg, template, engine.migrate)
@@ -113,11 +115,7 @@ def open_lab(
             pg, template, size=SPARES, hold=lambda: gate.hold(exclusive=False)
         )
         stack.callback(spares.close)  # before the template and the server go
-        forkserver = None
-        if engine.preload and spawner.forking_enabled():
-            forkserver = _start_forkserver(engine)
-            if forkserver is not None:
-                stack.callback(forkserver.close)
+        forkserver = forkserver_ready()
         yield Lab(
             pg=pg,
             engine=engine,
@@ -128,6 +126,27 @@ def open_lab(
             gate=gate,
             spares=spares,
         )
+
+
+def _forkserver_starting(
+    stack: contextlib.ExitStack, engine: adapter.EngineAdapter
+) -> Callable[[], spawner.ForkServer | None]:
+    """Start the fork server in a thread and return what waits for it. Its imports (seconds
+    for a framework) then overlap initdb and the template instead of adding to them. The
+    stack closes it however the lab's opening ends."""
+    if not (engine.preload and spawner.forking_enabled()):
+        return lambda: None
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="forkserver-start")
+    future = pool.submit(_start_forkserver, engine)
+    pool.shutdown(wait=False)
+
+    def close() -> None:
+        forkserver = future.result()
+        if forkserver is not None:
+            forkserver.close()
+
+    stack.callback(close)
+    return future.result
 
 
 def _start_forkserver(engine: adapter.EngineAdapter) -> spawner.ForkServer | None:

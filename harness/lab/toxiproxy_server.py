@@ -31,13 +31,13 @@ import psutil
 
 from harness import errors
 from harness.lab import proxy, reaper
+from harness.lab.cache import cache_dir
 from harness.lab.postgres import containers, embedded
 
 VERSION = "2.12.0"
 GO_PACKAGE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 IMAGE = f"ghcr.io/shopify/toxiproxy:{VERSION}"
 BINARY_NAME = "toxiproxy-server"
-CACHE_ENV = "CRASHCERT_CACHE"
 HOST = embedded.HOST
 START_TIMEOUT_S = 15
 STOP_TIMEOUT_S = 10
@@ -53,10 +53,6 @@ HOW_TO_GET = (
 )
 
 Provider = typing.Literal["auto", "binary", "testcontainers"]
-
-
-def cache_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get(CACHE_ENV) or pathlib.Path.home() / ".cache" / "crashcert")
 
 
 def find_binary() -> pathlib.Path | None:

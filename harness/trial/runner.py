@@ -104,6 +104,15 @@ class TrialOutcome(pydantic.BaseModel):
         return [r for r in self.results if r.verdict is not verdict_module.Verdict.PASS]
 
 
+class TrialNotStored(errors.CrashcertError):
+    """The trial ran and was judged, but its directory could not be written (a full disk):
+    the outcome comes along, so the verdict is still printed before the error."""
+
+    def __init__(self, message: str, outcome: TrialOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
 def repro_command(
     spec: TrialSpec, *, trial: history.TrialHistory | None = None, black_box: bool = False
 ) -> str:
@@ -183,14 +192,7 @@ def _finish(
     trial.ended_at = time.time()
     results, verdict = judge_module.judge(trial)
     repro = repro_command(spec, trial=trial, black_box=black_box)
-    store.write_trial(
-        directory,
-        trial,
-        verdicts=[result.model_dump(mode="json") for result in results],
-        verdict=verdict.value,
-        repro=repro,
-    )
-    return TrialOutcome(
+    outcome = TrialOutcome(
         spec=spec,
         history=trial,
         results=results,
@@ -198,6 +200,17 @@ def _finish(
         directory=directory,
         repro=repro,
     )
+    try:
+        store.write_trial(
+            directory,
+            trial,
+            verdicts=[result.model_dump(mode="json") for result in results],
+            verdict=verdict.value,
+            repro=repro,
+        )
+    except errors.CrashcertError as error:  # a full disk: the path is named, the verdict kept
+        raise TrialNotStored(str(error), outcome) from None
+    return outcome
 
 
 def _execute(

@@ -36,7 +36,7 @@ import psutil
 
 from harness import errors
 from harness.lab import reaper
-from harness.lab.postgres import accounts, admin, binaries, dsn, server
+from harness.lab.postgres import accounts, admin, binaries, dsn, pristine, server
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60
@@ -174,6 +174,28 @@ class EmbeddedServer:
         except (OSError, ValueError):
             return None
 
+    def _initdb_args(self) -> list[str]:
+        return [
+            "-U",
+            server.SUPERUSER,
+            f"--auth-local={AUTH_METHOD}",
+            f"--auth-host={AUTH_METHOD}",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]
+
+    def _make_datadir(self) -> None:
+        """A copy of the machine's pristine data directory with a password of its own, or
+        initdb (kept as the pristine copy for the next cluster) when there is none."""
+        cache_key = pristine.key(self._bindir, self._initdb_args())
+        owner = None if self._account is None else (self._account.uid, self._account.gid)
+        if pristine.copy_into(self.datadir, cache_key, owner=owner):
+            self._set_password()
+            return
+        self._initdb()
+        pristine.keep(self.datadir, cache_key)
+
     def _initdb(self) -> None:
         pwfile = self.root / PWFILE_NAME
         self._write_private(pwfile, self._password + "\n")
@@ -181,14 +203,8 @@ class EmbeddedServer:
             str(self._bindir / "initdb"),
             "-D",
             str(self.datadir),
-            "-U",
-            server.SUPERUSER,
             f"--pwfile={pwfile}",
-            f"--auth-local={AUTH_METHOD}",
-            f"--auth-host={AUTH_METHOD}",
-            "-E",
-            "UTF8",
-            "--locale=C",
+            *self._initdb_args(),
         ]
         try:
             result = self._run(cmd, timeout_s=INITDB_TIMEOUT_S)
@@ -196,6 +212,21 @@ class EmbeddedServer:
             pwfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise errors.EnvironmentProblem(f"initdb failed ({result.returncode}): {result.stdout}")
+
+    def _set_password(self) -> None:
+        """This cluster's own superuser password, set in single-user mode (no listener, no
+        authentication) before the server first starts; the statement goes on stdin, never
+        on a command line."""
+        statement = f"ALTER ROLE {server.SUPERUSER} PASSWORD '{self._password}'\n"
+        # exit_on_error: a failed statement ends the backend with a non-zero code.
+        cmd = [str(self._bindir / "postgres"), "--single", "-c", "exit_on_error=on"]
+        cmd += ["-D", str(self.datadir), "postgres"]
+        result = self._run(cmd, timeout_s=INITDB_TIMEOUT_S, stdin=statement)
+        if result.returncode != 0:
+            raise errors.EnvironmentProblem(
+                f"setting the copied cluster's password failed ({result.returncode}): "
+                f"{result.stdout[-LOG_TAIL_CHARS:]}"
+            )
 
     def _write_private(self, path: pathlib.Path, text: str) -> None:
         """A new file only its owner reads: the server account, which must read it."""
@@ -231,11 +262,14 @@ class EmbeddedServer:
         cmd = [str(self._bindir / "pg_ctl"), *args[:1], "-D", str(self.datadir), "-w", "-s"]
         return self._run([*cmd, *args[1:]], timeout_s=timeout_s)
 
-    def _run(self, cmd: list[str], *, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, cmd: list[str], *, timeout_s: float, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
                 cmd,
-                stdin=subprocess.DEVNULL,
+                input=stdin,
+                stdin=subprocess.DEVNULL if stdin is None else None,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -331,7 +365,7 @@ def create(
     embedded = EmbeddedServer(bindir=bindir, account=account, root=root)
     try:
         embedded._start_watchdog()
-        embedded._initdb()
+        embedded._make_datadir()
         embedded._configure(settings or {})
         embedded._first_start()
     except BaseException:
