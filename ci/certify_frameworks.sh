@@ -5,7 +5,8 @@
 # `crashcert certify --markdown` writes and rewrite them between the markers in
 # docs/frameworks.md. Heavy: where the machine is shared, set CRASHCERT_LOCK to its lock file
 # and each certification takes it alone (flock), so others get it between them.
-#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,openai-agents,pydantic-ai])
+#   bash ci/certify_frameworks.sh [out_dir]   (needs crashcert[dbos,langgraph,temporal,restate,openai-agents,pydantic-ai]
+#   and the Restate server, which ci/bootstrap.sh installs with npm)
 # CERTIFY_ONLY=REGEX certifies only the descriptions whose path matches; the table is then
 # rewritten from every certificate in out_dir (*.md), earlier runs' and other helpers' too.
 set -euo pipefail
@@ -43,6 +44,8 @@ for description in tests/contract/dbos_engine/dbos_engine.yaml \
     tests/contract/langgraph_engine/langgraph_naive.yaml \
     tests/contract/temporal_engine/temporal_naive.yaml \
     tests/contract/temporal_engine/temporal_hardened.yaml \
+    tests/contract/restate_engine/restate_naive.yaml \
+    tests/contract/restate_engine/restate_hardened.yaml \
     tests/contract/openai_agents_engine/openai_agents_naive.yaml \
     tests/contract/openai_agents_engine/openai_agents_hardened.yaml \
     tests/contract/pydantic_ai_engine/pydantic_ai_naive.yaml \

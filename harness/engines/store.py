@@ -27,7 +27,7 @@ from harness.inputs import validation
 Text = Annotated[str, pydantic.AfterValidator(validation.check_text)]
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 # Placeholders the lab fills in a server's command, besides its port names.
-RESERVED = frozenset({"python", "bin", "data_dir", "host", "run_id"})
+RESERVED = frozenset({"python", "bin", "data_dir", "engine_dir", "host", "run_id"})
 MAX_READY_S = 120.0
 
 

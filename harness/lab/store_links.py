@@ -61,6 +61,9 @@ class StoreServer:
             "python": sys.executable,
             "bin": str(pathlib.Path(sys.executable).parent),
             "data_dir": str(self._data),
+            # The description's own directory: a server script shipped beside it (the
+            # server runs in its data directory, where a relative path would not lead).
+            "engine_dir": str(pathlib.Path(self._cwd or ".").resolve()),
             "host": HOST,
             **{name: str(port) for name, port in self.ports.items()},
         }

@@ -93,6 +93,32 @@ def test_a_server_that_exits_is_an_environment_problem(tmp_path: pathlib.Path) -
         server.start()
 
 
+def test_a_server_script_beside_the_description_is_found_from_its_data_directory(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The server runs in the trial's store/, so a script shipped beside the description
+    is named through `{engine_dir}` (restate_front.py is such a script)."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    (engine / "store_server.py").write_text(
+        "import http.server, sys\n"
+        "http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler,"
+        " port=int(sys.argv[1]), bind='127.0.0.1')\n"
+    )
+    description = _description(
+        server={"command": ["{python}", "{engine_dir}/store_server.py", "{web}"], "ports": ["web"]},
+        links={"web": {"env": "STORE_URL", "port": "web"}},
+    )
+    server = store_links.StoreServer(description, cwd=str(engine), directory=tmp_path / "trial")
+    server.start()
+    try:
+        assert _accepts(server.ports["web"])
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="lower-case"):
+        _description(server={**SERVER, "ports": ["engine_dir"]})
+
+
 def test_store_faults_name_a_link_and_strike_like_link_faults() -> None:
     step = spec.parse("store_cut@world:tool.effect#2?link=temporal&reset_peer=true&heal_after_s=5")
     assert step.params == {"link": "temporal", "reset_peer": True, "heal_after_s": 5}
