@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-import uuid
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/contract: agent_kit
+from agent_kit import server_steps
 from agent_kit.world import http
 from temporalio import activity
 
@@ -47,31 +47,12 @@ def call_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> A
 
 @activity.defn
 def call_tool(declaration: dict[str, Any], arguments: Any, key: str) -> dict[str, Any]:
-    name = declaration["function"]["name"]
-    base = f"{os.environ['CRASHCERT_TOOLS_URL']}/tools/{name}"
-    sent = str(uuid.uuid4())
-    if keys() == "derived":
-        sent = key
-        if declaration.get("queryable") and not declaration.get("honours_idempotency_key"):
-            found_status, found = http(f"{base}/effects/{key}")
-            if found_status == 200 and found.get("applied"):
-                return {"key": key, "content": {"status": "ok", "result": found.get("result")}}
-    status, answer = http(base, arguments, sent)
-    if status == 200:
-        return {"key": sent, "content": {"status": "ok", "result": answer["result"]}}
-    return {"key": sent, "content": {"status": "error", "error": str(answer)}}
+    return server_steps.call_tool(declaration, arguments, key, derived=keys() == "derived")
 
 
 @activity.defn
 def deliver(run_id: str, content: str) -> str:
-    base = os.environ["CRASHCERT_REPLY_URL"] + "/replies"
-    key = f"{run_id}:reply" if keys() == "derived" else str(uuid.uuid4())
-    if keys() == "derived":
-        status, _ = http(f"{base}/{key}")
-        if status == 200:
-            return key  # delivered before the crash: never twice
-    http(base, {"run_id": run_id, "content": content}, key)
-    return key
+    return server_steps.deliver(run_id, content, derived=keys() == "derived")
 
 
 ACTIVITIES = [list_tools, call_model, call_tool, deliver]
