@@ -18,6 +18,9 @@ from harness.trial import interrupt
 @pytest.fixture
 def stop_handlers() -> Iterator[None]:
     saved = {signum: signal.getsignal(signum) for signum in interrupt.STOP_SIGNALS}
+    for signum in interrupt.STOP_SIGNALS:
+        # pytest under nohup inherits SIGHUP ignored, and stop_on_signals keeps that choice
+        signal.signal(signum, signal.SIG_DFL)
     interrupt.stop_on_signals()
     try:
         yield
@@ -35,6 +38,17 @@ def test_a_stop_signal_is_a_keyboard_interrupt_with_the_flag_set(
         os.kill(os.getpid(), signum)
         signal.sigtimedwait([], 0)  # a point where the handler has surely run
     assert interrupt.requested()
+
+
+def test_a_signal_ignored_by_the_parent_stays_ignored() -> None:
+    saved = signal.getsignal(signal.SIGHUP)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup crashcert ...` starts it
+    try:
+        interrupt.stop_on_signals()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, saved)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def test_the_reaper_leaves_a_stop_signal_to_the_unwinding(stop_handlers: None) -> None:
