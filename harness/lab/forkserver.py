@@ -9,7 +9,10 @@ with its own environment, working directory and log file, running the module exa
 
 Protocol on stdin/stdout, one JSON line each way:
     {"spawn": {"module": "reference_engine", "args": ["worker"], "env": {...},
-               "cwd": "...", "log": "/path/worker.log"}}     ->  {"pid": 1234}
+               "cwd": "...", "log": "/path/worker.log",
+               "cgroup_procs": "/sys/fs/cgroup/.../cgroup.procs"}}   ->  {"pid": 1234}
+("cgroup_procs" optional: the child enters that cgroup, harness/lab/containment.py, before
+the server answers, so nothing the worker starts is outside it.)
     {"status": 1234}   ->  {"returncode": null | int}   (null: still running or unknown)
 
 Only the standard library is imported before the preload modules: the server must not
@@ -27,6 +30,13 @@ import sys
 from typing import Any
 
 _exits: dict[int, int] = {}
+# The harness starts this server with MARK_VARIABLE set to MARK_BYTES placeholder bytes; each
+# child writes its worker id over them, in the environment block /proc/PID/environ shows and
+# its own forks inherit (a forked worker's os.environ lives elsewhere, unseen there), so a
+# daemon it starts carries the mark the harness's sweep looks for (harness/lab/containment.py).
+MARK_VARIABLE = "CRASHCERT_FORKED_WORKER"
+MARK_BYTES = 96
+PLACEHOLDER = "_" * MARK_BYTES
 
 
 def _reap(signum: int, frame: object) -> None:
@@ -56,15 +66,51 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _enter_cgroup(procs: str | None) -> str:
+    """Move this process into the cgroup whose cgroup.procs is `procs` (pid 0: the writer);
+    what went wrong, or "". A worker that cannot be placed still runs, uncontained."""
+    if not procs:
+        return ""
+    try:
+        with open(procs, "w") as group:
+            group.write("0")
+    except OSError as error:
+        return str(error)
+    return ""
+
+
+def _mark(worker_id: str) -> None:
+    """Our worker id over the placeholder in our initial environment block (nothing
+    when the block has none: a server the harness did not start)."""
+    try:
+        import ctypes
+
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: stat(5) 50, 51
+        block = b"\0" + ctypes.string_at(start, end - start)
+    except (OSError, IndexError, ValueError):
+        return
+    key = f"\0{MARK_VARIABLE}={PLACEHOLDER}\0".encode()
+    at = block.find(key)
+    if at < 0:
+        return
+    value = worker_id.encode()[:MARK_BYTES].ljust(MARK_BYTES, b"\0")
+    # `at` counts the NUL put in front of the block; the value follows "\0NAME=".
+    ctypes.memmove(start + at + len(MARK_VARIABLE) + 1, value, MARK_BYTES)
+
+
 def _child(request: dict[str, Any], channel: tuple[int, int], ready: int) -> None:
     """In the forked child: become a fresh worker process, then run the module."""
     for fd in channel:
         os.close(fd)
     os.setsid()  # own session and process group: the harness kills the group
     _die_with_parent()
+    placed = _enter_cgroup(request.get("cgroup_procs"))
     os.write(ready, b"1")  # only now may the harness signal our group
     os.close(ready)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _mark(request["env"].get("CRASHCERT_WORKER_ID", ""))
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -75,6 +121,8 @@ def _child(request: dict[str, Any], channel: tuple[int, int], ready: int) -> Non
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+    if placed:
+        print(f"[crashcert] not placed in cgroup {request['cgroup_procs']}: {placed}", flush=True)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])

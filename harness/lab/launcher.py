@@ -9,7 +9,7 @@ from typing import Any
 
 from harness import errors
 from harness.engines import adapter
-from harness.lab import processes, spawner
+from harness.lab import containment, processes, spawner
 from harness.record import history
 from harness.record import recorder as recorder_module
 
@@ -53,6 +53,8 @@ class Launcher:
         # while the trial was closing, and no start begins after it.
         self._starting = threading.Lock()
         self._closed = False
+        # Holds what the workers start, made at the first start (harness/lab/containment.py).
+        self.containment: containment.Containment | None = None
         # Each worker id's DSN (its own proxy), reused when a worker restarts under its id.
         self._dsns: dict[str, str] = {}
         # Each worker id's world variables as given (its own proxies when links are cut).
@@ -104,6 +106,7 @@ class Launcher:
                 log_dir=self._log_dir,
                 cwd=self._engine.cwd,
                 forkserver=self._forkserver,
+                containment=self.contain(),
             )
             self.workers.add(worker)
             self._recorder.append(
@@ -111,10 +114,30 @@ class Launcher:
             )
             return worker
 
+    def contain(self) -> containment.Containment:
+        """The trial's containment, made when its first process starts."""
+        with self._lock:
+            if self.containment is None:
+                # Every process the trial starts has an id starting with the trial's
+                # (_next_id; a purge's `<trial>-purgeN`): the sweep's mark.
+                self.containment = containment.Containment(
+                    self._trial_id, worker_prefix=f"{self._trial_id}-"
+                )
+            return self.containment
+
+    def describe_containment(self) -> str | None:
+        """For the trial's record: what held the workers' processes (None: none started)."""
+        return None if self.containment is None else self.containment.describe()
+
     def close(self) -> None:
         with self._starting:
             self._closed = True
-        self.workers.close()
+        try:
+            self.workers.close()
+        finally:
+            # After the workers' own stop (SIGTERM, grace, SIGKILL): only what they left.
+            if self.containment is not None:
+                self.containment.close()
         for worker in self.workers.all():
             self._recorder.append(
                 history.WorkerEvent(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import threading
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import psutil
 
 from harness import errors
+from harness.lab import containment as containment_module
 from harness.lab import reaper, spawner
 from harness.lab.postgres import dsn as pg_dsn
 
@@ -48,6 +50,7 @@ class Worker:
         log_dir: pathlib.Path,
         cwd: str | None = None,
         forkserver: spawner.ForkServer | None = None,
+        containment: containment_module.Containment | None = None,
     ) -> None:
         self.worker_id = worker_id
         log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -58,16 +61,26 @@ class Worker:
         self._log = os.fdopen(os.open(self.log_path, flags, 0o600), "ab")
         module = spawner.module_command(command) if forkserver else None
         how = "forked from the warm server" if forkserver and module else "exec'd"
+        procs = containment.procs_file if containment is not None else None
+        if procs is not None:
+            how += f", in cgroup {pathlib.Path(procs).parent}"
         self.note(f"worker {worker_id}: {pg_dsn.redact_argv(list(command))} ({how}, cwd {cwd})")
         self.process: subprocess.Popen[bytes] | spawner.ForkedProcess
         if forkserver is not None and module is not None:
             pid = forkserver.spawn(
-                module[0], module[1], env=env, cwd=cwd or os.getcwd(), log=str(self.log_path)
+                module[0],
+                module[1],
+                env=env,
+                cwd=cwd or os.getcwd(),
+                log=str(self.log_path),
+                cgroup_procs=procs,
             )
             self.process = spawner.ForkedProcess(forkserver, pid)
         else:
-            self.process = self._exec(command, env, cwd)
+            self.process = self._exec(command, env, cwd, containment)
         self.pid = self.process.pid
+        if containment is not None:
+            containment.track(self.pid)
         self.pgid = self.pid
         self.note(f"started as pid {self.pid}")
         # Ctrl-C, SIGTERM or an exception in the harness must not leave workers behind.
@@ -80,11 +93,24 @@ class Worker:
         self._lock = threading.Lock()
 
     def _exec(
-        self, command: Sequence[str], env: Mapping[str, str], cwd: str | None
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        containment: containment_module.Containment | None,
     ) -> subprocess.Popen[bytes]:
+        argv = list(command)
+        if containment is not None and containment.procs_file is not None:
+            if not _found(argv[0], env, cwd):
+                # The cgroup's shell would exec it and exit 127: refuse it as exec would.
+                self._log.close()
+                raise errors.CrashcertError(
+                    f"cannot start worker {argv}: no executable {argv[0]!r} found"
+                )
+            argv = containment.command(argv)
         try:
             return subprocess.Popen(
-                list(command),
+                argv,
                 env=dict(env),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
@@ -242,6 +268,13 @@ class WorkerSet:
                 worker.terminate()
             except errors.EnvironmentProblem:
                 worker.kill()
+
+
+def _found(program: str, env: Mapping[str, str], cwd: str | None) -> bool:
+    """Whether exec would find `program`: a path (from `cwd`), or a name on the env's PATH."""
+    if os.sep in program:
+        return os.access(os.path.join(cwd or os.getcwd(), program), os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
 def wait_until(predicate: object, *, timeout: float, interval: float = 0.02) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from harness import errors
+from harness.lab import forkserver
 
 START_TIMEOUT_S = 60.0
 FORKSERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py")
@@ -55,7 +56,11 @@ class ForkServer:
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 cwd=cwd,
-                env=None if env is None else dict(env),
+                # room for each child's mark (forkserver.MARK_VARIABLE), written in place
+                env={
+                    **(os.environ if env is None else env),
+                    forkserver.MARK_VARIABLE: forkserver.PLACEHOLDER,
+                },
                 text=True,
                 bufsize=1,
             )
@@ -97,11 +102,20 @@ class ForkServer:
             return self._read()
 
     def spawn(
-        self, module: str, args: list[str], *, env: Mapping[str, str], cwd: str, log: str
+        self,
+        module: str,
+        args: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        log: str,
+        cgroup_procs: str | None = None,
     ) -> int:
-        reply = self._ask(
-            {"spawn": {"module": module, "args": args, "env": dict(env), "cwd": cwd, "log": log}}
-        )
+        """A forked worker; with `cgroup_procs` it enters that cgroup before it answers."""
+        request = {"module": module, "args": args, "env": dict(env), "cwd": cwd, "log": log}
+        if cgroup_procs is not None:
+            request["cgroup_procs"] = cgroup_procs
+        reply = self._ask({"spawn": request})
         if "pid" not in reply:
             raise errors.EnvironmentProblem(f"fork server refused to spawn: {reply}")
         return int(reply["pid"])

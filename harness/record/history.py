@@ -161,6 +161,9 @@ class TrialHistory(pydantic.BaseModel):
     ended_at: float = 0.0
     harness_error: str | None = None  # the environment or harness broke: verdict ERROR
     interrupted: str | None = None  # the user stopped it first: proves nothing, INCONCLUSIVE
+    # What held the workers' processes (a cgroup, or the sweep and why) and how many they
+    # left for teardown to kill (harness/lab/containment.py); None: no worker, or older.
+    containment: str | None = None
     # A campaign keeps a passed trial's history light in memory (light()): its events and
     # ledgers are on disk (history.jsonl) and its own page is written. Never stored.
     light: bool = pydantic.Field(default=False, exclude=True)

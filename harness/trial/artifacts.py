@@ -2,7 +2,8 @@
 
 <out>/<scenario>/<label>/
     scenario.yaml   the scenario as run
-    meta.json       seed, plan, command line, git revision, engine, timings, isolation
+    meta.json       seed, plan, command line, git revision, engine, timings, isolation,
+                    containment
     history.jsonl   the TrialHistory as JSON lines (header, events, ledgers, reports)
     workers/*.log   each worker's output
     verdicts.json   each invariant's verdict and evidence
@@ -43,6 +44,7 @@ HEADER_FIELDS = (
     "ended_at",
     "harness_error",
     "interrupted",
+    "containment",
 )
 STREAMS = {
     "event": "events",
@@ -159,6 +161,8 @@ def write_trial(
         "git_revision": provenance.git_revision(),
         # Whether the lab had a private network (harness/lab/isolation.py) or was reachable.
         "isolation": isolation.current().used,
+        # What held the workers' processes, and what they left behind (lab/containment.py).
+        "containment": trial.containment,
         "verdict": verdict,
         "interrupted": trial.interrupted,
         "duration_s": round(trial.ended_at - trial.started_at, 3),

@@ -125,6 +125,7 @@ class Retention:
             env=self._launcher.environment(worker_id),
             log_dir=self._log_dir,
             cwd=self._engine.cwd,
+            containment=self._launcher.contain(),
         )
         self._launcher.workers.add(worker)  # the nemesis finds it by pid
         self._recorder.append(

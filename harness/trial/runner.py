@@ -367,6 +367,7 @@ def _stop(trial: history.TrialHistory, live: _Live) -> None:
     finally:
         live.launcher.close()
     trial.events = live.recorder.events()
+    trial.containment = live.launcher.describe_containment()
     faults = trial.faults()
     trial.healed_at = max(fault.t for fault in faults) if faults else None
     snapshot = live.world.snapshot()
