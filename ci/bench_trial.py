@@ -105,7 +105,7 @@ def main() -> None:
         (type(engine), "submit", "submit"),
         (type(engine), "report", "report"),
         (type(engine), "export", "export"),
-        (runner.judge_module, "judge", "checks"),
+        (runner.judge, "judge", "checks"),
         (artifacts, "write_trial", "trial directory"),
     ]
     rows: list[dict[str, float]] = []

@@ -84,9 +84,10 @@ class Lab:
         return postgres.templates.clone(self.pg, self.template, name)
 
     def drop_database(self, name: str) -> None:
-        """Dropped behind the caller's back when spares are kept: a trial does not wait."""
+        """Reset for another trial (or dropped) behind the caller's back when spares are
+        kept: a trial does not wait."""
         if self.spares is not None:
-            self.spares.drop_later(name)
+            self.spares.give_back(name)
         else:
             postgres.templates.drop(self.pg, name)
 

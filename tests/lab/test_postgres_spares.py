@@ -111,3 +111,106 @@ def test_spares_are_made_again_after_postgres_was_away(
         spares.close()
     assert name not in _databases(restartable_pg, name)
     assert not _databases(restartable_pg, spares_module.SPARE_PREFIX)
+
+
+def _oid(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT oid FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _spare_oids(server: postgres.Server) -> set[int]:
+    return _oids(server, spares_module.SPARE_PREFIX)
+
+
+def _oids(server: postgres.Server, prefix: str = "") -> set[int]:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT oid FROM pg_database WHERE datname LIKE %s", (prefix + "%",)
+        ).fetchall()
+    return {int(row[0]) for row in rows}
+
+
+@pytest.fixture
+def table_template(pg_server: postgres.Server) -> Iterator[str]:
+    """A template with a table holding a row and an empty one with an identity column."""
+    name = f"cc_tpl_recycle_{uuid.uuid4().hex[:8]}"
+
+    def migrate(dsn: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE marker (v text)")
+            conn.execute("INSERT INTO marker VALUES ('from the template')")
+            conn.execute("CREATE TABLE trail (id bigserial PRIMARY KEY, what text)")
+
+    templates.ensure_template(pg_server, name, migrate)
+    yield name
+    templates.drop_template(pg_server, name)
+
+
+def _used(pg_server: postgres.Server, spares: spares_module.Spares, change: str) -> tuple[str, int]:
+    """A trial's database, changed by `change`; its name and oid."""
+    name = f"cc_trial_recycle_{uuid.uuid4().hex[:8]}"
+    dsn = spares.take(name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO trail (what) VALUES ('a trial was here')")
+        conn.execute(change)
+    return name, _oid(dsn)
+
+
+def test_a_given_back_database_is_reset_and_served_again_as_a_fresh_clone(
+    pg_server: postgres.Server, table_template: str
+) -> None:
+    spares = spares_module.Spares(pg_server, table_template, size=1, hold=_unguarded)
+    try:
+        assert _wait(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) >= 1)
+        name, oid = _used(pg_server, spares, "SELECT 1")
+        lingering = psycopg.connect(pg_server.database_dsn(name), autocommit=True)
+        spares.give_back(name)
+        # reset in place (the same database, renamed), not dropped and cloned
+        assert _wait(lambda: oid in _spare_oids(pg_server))
+        assert name not in _databases(pg_server, name)
+        with pytest.raises(psycopg.OperationalError):
+            lingering.execute("SELECT 1")  # the trial's session was ended first
+        lingering.close()
+        taken = None
+        for _ in range(3):  # the pool holds up to two spares: take until it is this one
+            taken = spares.take(f"cc_trial_recycle_{uuid.uuid4().hex[:8]}")
+            if _oid(taken) == oid:
+                break
+        assert taken is not None and _oid(taken) == oid
+        with psycopg.connect(taken) as conn:
+            assert conn.execute("SELECT v FROM marker").fetchall() == [("from the template",)]
+            assert conn.execute("SELECT count(*) FROM trail").fetchone() == (0,)
+            row = conn.execute("INSERT INTO trail (what) VALUES ('x') RETURNING id").fetchone()
+            assert row == (1,)  # its sequence restarted too
+    finally:
+        spares.close()
+    assert not _databases(pg_server, spares_module.SPARE_PREFIX)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "CREATE TABLE extra (v int)",
+        "UPDATE marker SET v = 'changed by the trial'",
+        "ALTER TABLE trail ADD COLUMN note text",
+        "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "CREATE SEQUENCE loose",
+    ],
+)
+def test_a_given_back_database_unlike_a_fresh_clone_after_its_reset_is_dropped(
+    pg_server: postgres.Server, table_template: str, change: str
+) -> None:
+    spares = spares_module.Spares(pg_server, table_template, size=1, hold=_unguarded)
+    try:
+        assert _wait(lambda: len(_databases(pg_server, spares_module.SPARE_PREFIX)) >= 1)
+        name, oid = _used(pg_server, spares, change)
+        spares.give_back(name)
+        # dropped under whichever name it had (reset in place keeps the oid)
+        assert _wait(lambda: oid not in _oids(pg_server))
+    finally:
+        spares.close()
+    assert not _databases(pg_server, spares_module.SPARE_PREFIX)
