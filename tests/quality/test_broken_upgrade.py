@@ -55,9 +55,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         }
         with concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS) as pool:
             futures: broken.Trials = {
-                (CASE.engine, kind): pool.submit(
-                    runner.run_trial, lab, spec, out_dir=out / kind
-                )
+                (CASE.engine, kind): pool.submit(runner.run_trial, lab, spec, out_dir=out / kind)
                 for kind, (lab, spec) in jobs.items()
             }
             yield futures
