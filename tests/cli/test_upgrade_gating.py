@@ -8,12 +8,15 @@ import json
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 
 from harness import errors
+from harness.campaigns import certify, matrix
 from harness.checkers import verdict as verdict_module
 from harness.engines import capabilities, commands
+from harness.scenario import schema
 from tests.quality import test_broken_engines as broken
 
 CRASHCERT = str(pathlib.Path(sys.executable).parent / "crashcert")
@@ -106,3 +109,29 @@ def test_matrix_runs_the_baseline_and_names_the_upgrade_trials_not_run(
     assert document["not_run"] == {"refund under upgrade": ["upgrade"]}
     assert [(t["label"], t["verdict"]) for t in document["trials"]] == [("baseline", "PASS")]
     assert "refund under upgrade not run: needs upgrade" in done.stdout
+
+
+def test_certify_names_the_upgrade_trials_the_engine_could_not_take(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the matrix held back is listed as not offered, with what it leaves unproven."""
+
+    def held_back(lab: object, scenarios: list[object], **_: object) -> matrix.MatrixResult:
+        return matrix.MatrixResult(not_run={"refund under upgrade": ["upgrade"]})
+
+    monkeypatch.setattr(certify.matrix_module, "run_matrix", held_back)
+    lab = types.SimpleNamespace(engine=_engine(tmp_path))
+    cert = certify.certify(
+        lab,  # type: ignore[arg-type]
+        [("refund", schema.find("refund"))],
+        out_dir=tmp_path,
+        engine_ref="e",
+        mode="boundary",
+        faults=["upgrade"],
+    )
+    assert cert.not_offered == {"upgrade": ["refund under upgrade"]}
+    assert any(
+        line.startswith("not offered: upgrade (refund under upgrade not run)")
+        and "next version" in line
+        for line in certify.coverage_lines(cert)
+    )
