@@ -239,6 +239,10 @@ def certify(
             result.required.extend(coverage.required_of(chosen, outcome.history))
         result.planned.extend((chosen, scenario, label) for scenario, label in matrix.planned)
         result.unreached.extend(f"{chosen}:{point}" for point in matrix.unreached)
+        for named, lacking in matrix.not_run.items():  # a fault class the engine cannot take
+            for name in lacking:
+                listed = result.not_offered.setdefault(name, [])
+                listed.extend([] if named in listed else [named])
         timed = "kill" in classes and (points is None or TIME in points)
         if chosen == "blackbox" and timed and time_kills > 0:
             baselines = [o for o in matrix.outcomes if not o.spec.plan]

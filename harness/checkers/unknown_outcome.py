@@ -223,7 +223,8 @@ def _changed_under(
     """The redeploy of the tool after this call was sent, and the attempts to judge: those
     before the fault and those after the redeploy. None when the call was not sent under
     the old fingerprint: a kill leaves only requests before the fault as the call's own; a
-    503 (applied false) started nothing."""
+    503 (applied false) started nothing; nor for a redeploy that came only after the call
+    was run again under its unchanged fingerprint, and was not requested after it."""
     for change in facts.redeploys(history, tool):
         sent = [
             request
@@ -232,6 +233,17 @@ def _changed_under(
             and request.outcome != "failed_before_effect"
             and (request.t < item.start or item.fault.action != "kill")
         ]
+        # Run again after the fault under the fingerprint it was started with, and never
+        # after the change: the replay the contract allows resolved it before the redeploy.
+        resumed = [
+            request
+            for request in attempts
+            if request.t >= item.start
+            and request.seq < change.seq
+            and request.outcome != "failed_before_effect"
+        ]
+        if resumed and not [request for request in attempts if request.seq > change.seq]:
+            continue
         if sent:
             judged = [r for r in attempts if r.t < item.start or r.seq > change.seq]
             return change, judged

@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
+from harness.checkers import verdict as verdict_module
 from harness.cli import options
-from harness.engines import commands
+from harness.engines import capabilities, commands
 from harness.faults import spec as fault_spec
 from harness.lab import faketime, shared
 from harness.planning import plan
@@ -94,6 +95,17 @@ def explore(
     point_names = plan.parse_points(points)
     scenario = scenario_module.find(scenario_name)
     engine = commands.find(engine_ref)
+    unoffered = capabilities.missing_for_faults(fault_classes, capabilities.offered(engine))
+    if unoffered:  # not drawn: INCONCLUSIVE for them, never FAIL
+        console.print(
+            terminal.line(
+                terminal.verdict(verdict_module.Verdict.INCONCLUSIVE),
+                " " + capabilities.fault_not_run_note(scenario, unoffered),
+            )
+        )
+        fault_classes = [fault for fault in fault_classes if fault not in unoffered]
+        if not fault_classes:
+            sys.exit(verdict_module.Verdict.INCONCLUSIVE.exit_code)
     out_dir = options.new_out_dir(out)
 
     def progress(purpose: str, schedule: list[Any], observation: Any) -> None:

@@ -242,6 +242,15 @@ def run(
         scenario_ref=scenario_name,
         engine_ref=engine_ref,
     )
+    offers = capabilities.offered(engine)
+    if unoffered := capabilities.missing_for_faults([s.action for s in spec.plan], offers):
+        console.print(
+            terminal.line(
+                terminal.verdict(verdict_module.Verdict.INCONCLUSIVE),
+                " " + capabilities.fault_not_run_note(scenario, unoffered),
+            )
+        )
+        sys.exit(verdict_module.Verdict.INCONCLUSIVE.exit_code)
     restarts = any(step.action == "pg_restart" for step in spec.plan)
     options.refuse_pg_restart(pg_dsn, asked=restarts, how=f"scenario {scenario.name}'s faults")
     network = options.private_network(pg_dsn)

@@ -45,6 +45,18 @@ class BlackBoxEngine:
     def worker_env(self) -> Mapping[str, str]:
         return self._engine.worker_env()
 
+    def upgrade_worker_command(self) -> list[str] | None:
+        command = getattr(self._engine, "upgrade_worker_command", None)
+        return None if command is None else command()
+
+    def upgrade_worker_env(self) -> Mapping[str, str]:
+        env = getattr(self._engine, "upgrade_worker_env", None)
+        return self.worker_env() if env is None else env()
+
+    def upgrade_migrate(self, dsn: str) -> bool:
+        migrate = getattr(self._engine, "upgrade_migrate", None)
+        return False if migrate is None else bool(migrate(dsn))
+
     def submit(self, dsn: str, run_input: run_report.RunInput) -> str:
         return self._engine.submit(dsn, run_input)
 

@@ -9,10 +9,12 @@ HTTP unless the declared transports leave it out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import pydantic
 
+from harness.faults import spec
 from harness.scenario import schema
 
 Transport = Literal["http", "mcp"]
@@ -23,6 +25,7 @@ UNPROVEN: dict[str, str] = {
     "approve": "approvals and rejections under faults (tool.approval)",
     "cancel": "cancelling a run in flight",
     "purge": "retention: purging a run and reusing its key (run.single_submit after purge)",
+    "upgrade": "resuming a run under the engine's next version (the upgrade fault)",
 }
 # A scenario action -> the capability it needs.
 ACTION_NEEDS = {
@@ -66,6 +69,8 @@ def offered(engine: Any) -> frozenset[str] | None:
             found.add(name)
     if declared.streaming:
         found.add("streaming")
+    if getattr(description, "upgrade", None) is not None:
+        found.add("upgrade")
     return frozenset(found)
 
 
@@ -83,10 +88,34 @@ def missing(scenario: schema.Scenario, engine_offers: frozenset[str] | None) -> 
     return [name for name in needs(scenario) if name not in engine_offers]
 
 
+def missing_for_faults(classes: Iterable[str], engine_offers: frozenset[str] | None) -> list[str]:
+    """The fault classes that need what the engine does not offer (`upgrade` without a next
+    version): not planned for it, INCONCLUSIVE never FAIL."""
+    if engine_offers is None:
+        return []
+    needs = spec.NEEDS
+    return [name for name in classes if name in needs and needs[name] not in engine_offers]
+
+
+def under_fault(scenario: str, fault: str) -> str:
+    """How a scenario's trials of one fault class are named where they were not run."""
+    return f"{scenario} under {fault}"
+
+
 def not_run_note(scenario: schema.Scenario, lacking: list[str]) -> str:
     """One line saying why a scenario was not run (`crashcert run` and `matrix`)."""
     unproven = "; ".join(f"{name}: {UNPROVEN.get(name, name)}" for name in lacking)
     return (
         f"{scenario.name} not run: it needs {', '.join(lacking)}, which the engine does not "
         f"offer (capabilities in its description); unproven: {unproven}"
+    )
+
+
+def fault_not_run_note(scenario: schema.Scenario, unoffered: list[str]) -> str:
+    """One line saying why a plan with a fault the engine cannot take was not run."""
+    needs = sorted({spec.NEEDS[name] for name in unoffered})
+    unproven = "; ".join(f"{name}: {UNPROVEN.get(name, name)}" for name in needs)
+    return (
+        f"{scenario.name} not run: its faults ({', '.join(unoffered)}) need {', '.join(needs)}, "
+        f"which the engine does not offer (its description); unproven: {unproven}"
     )

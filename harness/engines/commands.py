@@ -78,6 +78,26 @@ class Framework(pydantic.BaseModel):
     also: list[Text] = []
 
 
+class Upgrade(pydantic.BaseModel):
+    """The engine's next version, which the `upgrade` fault resumes a run with (CONTRACT.md,
+    section 5): its worker command, and optionally the migration it runs first (on the
+    trial's database, once, before any worker of the next version starts) and the
+    environment it adds to the description's `env`."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    worker: list[Text] = pydantic.Field(min_length=1)
+    migrate: list[Text] | None = None
+    env: dict[EnvName, Text] = pydantic.Field(default_factory=dict)
+
+    @pydantic.model_validator(mode="after")
+    def _placeholders(self) -> Upgrade:
+        placeholders.check("worker", self.worker)
+        if self.migrate:
+            placeholders.check("migrate", self.migrate)
+        return self
+
+
 class EngineDescription(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
@@ -121,6 +141,9 @@ class EngineDescription(pydantic.BaseModel):
     # named links its workers reach it by (harness/engines/store.py).
     server: store.Server | None = None
     links: dict[str, store.Link] = pydantic.Field(default_factory=dict)
+    # Optional: the engine's next version (a new worker, a migration): what the `upgrade`
+    # fault resumes a run with; without it the class is not planned for the engine.
+    upgrade: Upgrade | None = None
 
     @pydantic.model_validator(mode="after")
     def _store(self) -> EngineDescription:
@@ -205,14 +228,22 @@ class CommandEngine:
         else:
             self._store_env[dsn] = dict(env)
 
-    def _run(self, what: str, argv: list[str], dsn: str, *, stdin: str | None = None) -> str:
+    def _run(
+        self,
+        what: str,
+        argv: list[str],
+        dsn: str,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
         try:
             done = subprocess.run(
                 argv,
                 input=stdin,
                 capture_output=True,
                 text=True,
-                env=self._env(dsn),
+                env={**self._env(dsn), **(env or {})},
                 cwd=self.cwd,
                 timeout=COMMAND_TIMEOUT_S,
                 check=False,
@@ -252,6 +283,23 @@ class CommandEngine:
 
     def worker_env(self) -> Mapping[str, str]:
         return self.description.env
+
+    def upgrade_worker_command(self) -> list[str] | None:
+        """argv of a worker of the next version, or None when the engine names none."""
+        upgrade = self.description.upgrade
+        return None if upgrade is None else self._argv(upgrade.worker)
+
+    def upgrade_worker_env(self) -> Mapping[str, str]:
+        upgrade = self.description.upgrade
+        return {**self.description.env, **(upgrade.env if upgrade else {})}
+
+    def upgrade_migrate(self, dsn: str) -> bool:
+        """Run the next version's migration on `dsn`; False when it has none."""
+        upgrade = self.description.upgrade
+        if upgrade is None or not upgrade.migrate:
+            return False
+        self._run("upgrade migrate", self._argv(upgrade.migrate), dsn, env=upgrade.env)
+        return True
 
     def submit(self, dsn: str, run_input: run_report.RunInput) -> str:
         function = self._in_process("submit")

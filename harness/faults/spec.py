@@ -83,6 +83,9 @@ class FaultClass:
     # A soak's storm may strike it at any moment, on any live worker, no boundary held
     # (harness/campaigns/soak.py).
     storm: bool = False
+    # The engine capability it needs (harness/engines/capabilities.py): an engine that does
+    # not offer it is not planned the class (INCONCLUSIVE, never FAIL).
+    needs: str | None = None
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -202,6 +205,15 @@ CATALOG: dict[str, FaultClass] = {
             "duplicate pod or a supervisor's mistaken restart does; both live on",
         ),
         FaultClass(
+            "upgrade",
+            "SIGKILL the worker's process group at the point; from then on every worker runs "
+            "the engine's next version (its description's `upgrade`, migration first) and the "
+            "world declares every tool at a new version",
+            ended_by="upgraded",
+            after_release=True,
+            needs="upgrade",
+        ),
+        FaultClass(
             "store_cut",
             "cut the worker's named link to the engine's own store (its own Toxiproxy "
             "proxy), slow it (latency_ms) or reset its connections (reset_peer=true); heal later",
@@ -247,6 +259,8 @@ SHARED = frozenset(name for name, fault in CATALOG.items() if fault.shared)
 SHARED_ENDINGS = frozenset(ending for name in SHARED if (ending := CATALOG[name].ended_by))
 # What a soak's storm strikes at random, in catalog order (the seed picks among them).
 STORM: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.storm)
+# Class -> the engine capability it needs (upgrade -> upgrade).
+NEEDS = {name: fault.needs for name, fault in CATALOG.items() if fault.needs}
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
 ENDINGS = frozenset(fault.ended_by for fault in CATALOG.values() if fault.ended_by)
 

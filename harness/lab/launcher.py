@@ -59,6 +59,8 @@ class Launcher:
         self._dsns: dict[str, str] = {}
         # Each worker id's world variables as given (its own proxies when links are cut).
         self._world: dict[str, dict[str, str]] = {}
+        # Set by upgrade(): every worker started since runs the engine's next version.
+        self.upgraded = False
 
     def _next_id(self) -> str:
         with self._lock:
@@ -67,7 +69,7 @@ class Launcher:
 
     def environment(self, worker_id: str) -> dict[str, str]:
         env = adapter.inherited_environment()
-        env.update(self._engine.worker_env())
+        env.update(self._next_env() if self.upgraded else self._engine.worker_env())
         if worker_id not in self._world:
             world = dict(self._world_env)
             if self._world_links is not None:
@@ -101,7 +103,7 @@ class Launcher:
             worker_id = worker_id or self._next_id()
             worker = processes.Worker(
                 worker_id,
-                self._engine.worker_command(),
+                self._command(),
                 env=self.environment(worker_id),
                 log_dir=self._log_dir,
                 cwd=self._engine.cwd,
@@ -128,6 +130,38 @@ class Launcher:
     def describe_containment(self) -> str | None:
         """For the trial's record: what held the workers' processes (None: none started)."""
         return None if self.containment is None else self.containment.describe()
+
+    def can_upgrade(self) -> bool:
+        """Whether the engine names a next version (its description's `upgrade`)."""
+        return self._next_command() is not None
+
+    def upgrade(self, dsn: str | None) -> str:
+        """From now on every worker started runs the engine's next version; its migration
+        (if any) runs first, on `dsn`. What was done, in one line. Raises CrashcertError
+        when the engine names no next version or its migration fails."""
+        if self._next_command() is None:
+            raise errors.CrashcertError(
+                "the engine names no next version (`upgrade:` in its description)"
+            )
+        with self._starting:  # no worker of either version starts half-way through
+            if self.upgraded:
+                return "already at the next version"
+            migrate = getattr(self._engine, "upgrade_migrate", None)
+            migrated = bool(migrate(dsn)) if migrate is not None and dsn else False
+            self.upgraded = True
+        return "next version's migration ran" if migrated else "no migration to apply"
+
+    def _next_command(self) -> list[str] | None:
+        command = getattr(self._engine, "upgrade_worker_command", None)
+        return None if command is None else command()
+
+    def _next_env(self) -> Mapping[str, str]:
+        env = getattr(self._engine, "upgrade_worker_env", None)
+        return self._engine.worker_env() if env is None else env()
+
+    def _command(self) -> list[str]:
+        upgraded = self._next_command() if self.upgraded else None
+        return upgraded or self._engine.worker_command()
 
     def close(self) -> None:
         with self._starting:

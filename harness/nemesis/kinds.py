@@ -11,11 +11,13 @@ from __future__ import annotations
 from harness.faults import spec
 from harness.nemesis import links, process, shared_world, strike
 from harness.nemesis import store as store_kinds
+from harness.nemesis import upgrade as upgrade_kinds
 
 KINDS: dict[str, strike.FaultKind] = {
     "kill": process.Kill(),
     "term": process.Term(),
     "dup_owner": process.DupOwner(),
+    "upgrade": upgrade_kinds.Upgrade(),
     "pause": process.Pause(),
     "db_cut": links.DbCut(),
     "commit_lost": links.HeldCommit("downstream"),

@@ -49,6 +49,7 @@ class Nemesis:
         world_links: Any | None = None,  # harness.lab.world_links.WorldLinks
         clocks: Any | None = None,  # harness.lab.faketime.Clocks
         store_links: Any | None = None,  # harness.lab.store_links.StoreLinks
+        world_tools: Any | None = None,  # harness.world.tools.ToolServices
     ) -> None:
         # A lost response or a cut stream is the world's doing (world_trigger), not ours.
         self._pending = [step for step in plan if step.action in kinds.KINDS]
@@ -62,6 +63,7 @@ class Nemesis:
             world_links=world_links,
             clocks=clocks,
             store_links=store_links,
+            world_tools=world_tools,
         )
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []

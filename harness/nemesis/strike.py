@@ -38,6 +38,7 @@ class Parts:
     world_links: Any | None = None  # harness.lab.world_links.WorldLinks
     clocks: Any | None = None  # harness.lab.faketime.Clocks
     store_links: Any | None = None  # harness.lab.store_links.StoreLinks: the engine's store
+    world_tools: Any | None = None  # harness.world.tools.ToolServices: an upgrade redeploys
 
 
 @dataclasses.dataclass(frozen=True)

@@ -208,7 +208,11 @@ def _model_event(entry: ledger.ModelRequest) -> dict[str, Any]:
 def _tool_event(entry: ledger.ToolEntry) -> dict[str, Any]:
     if isinstance(entry, ledger.ToolRedeploy):
         details = [f"version {entry.version}", f"fingerprint {entry.fingerprint}"]
-        details.append(f"after request seq {entry.after_request_seq}")
+        details.append(
+            "at the engine's upgrade"
+            if entry.after_request_seq is None
+            else f"after request seq {entry.after_request_seq}"
+        )
         return _event(entry, f"redeploy {entry.tool}", ["event", "tool", "redeploy"], details)
     if isinstance(entry, ledger.ToolEffect):
         details = [f"key {entry.key}", f"arguments {_short(entry.arguments)}"]

@@ -315,6 +315,7 @@ def _start(
         world_links=links,
         clocks=clocks,
         store_links=own_store,
+        world_tools=world.tools,
     )
     server.set_policy(nemesis.on_hit)
     stack.callback(nemesis.close)  # runs first: heal everything before anything stops

@@ -80,7 +80,8 @@ class ToolRedeploy(Entry):
     tool: str
     version: str
     fingerprint: str
-    after_request_seq: int  # the request that made it happen
+    # The request that made it happen; None: an engine upgrade did (the `upgrade` fault).
+    after_request_seq: int | None = None
 
 
 # What the tool services record.

@@ -8,7 +8,8 @@ service that honours idempotency keys applies one effect per key and answers rep
 the stored result; one that does not applies an effect on every successful request (that
 is how a blind retry refunds twice). Every request and every effect is recorded.
 A tool with `redeploy` changes its declaration (version, so fingerprint) once the scripted
-number of requests reached it, recorded in the ledger before that request is answered.
+number of requests reached it, recorded in the ledger before that request is answered; an
+engine upgrade (the `upgrade` fault) redeploys every tool at once (`upgrade`).
 A scenario with `tools_transport: mcp` reaches the same `call` and `query` over MCP
 (harness/world/mcp.py): one ledger, one set of behaviours, whatever the transport.
 """
@@ -47,6 +48,8 @@ class ToolServices(http.Service):
         self._applied: dict[tuple[str, str], Any] = {}  # (tool, key) -> result of 1st effect
         self._arrived: collections.Counter[str] = collections.Counter()  # requests per tool
         self._redeployed: set[str] = set()
+        # Tools an engine upgrade redeployed: name -> the declaration served since.
+        self._upgraded: dict[str, schema.ToolSpec] = {}
         self._server = http.JsonServer(
             "tools",
             [
@@ -64,7 +67,33 @@ class ToolServices(http.Service):
     def declared(self, spec: schema.ToolSpec) -> schema.ToolSpec:
         """The tool as `GET /tools` declares it now."""
         with self._lock:
-            return spec.redeployed() if spec.name in self._redeployed else spec
+            return self._declared(spec)
+
+    def _declared(self, spec: schema.ToolSpec) -> schema.ToolSpec:
+        if spec.name in self._upgraded:
+            return self._upgraded[spec.name]
+        return spec.redeployed() if spec.name in self._redeployed else spec
+
+    def upgrade(self, release: str) -> list[ledger.ToolRedeploy]:
+        """An engine upgrade ships new versions of its tools: from now on `GET /tools`
+        declares every tool at `<version>+<release>` (a new fingerprint), each recorded."""
+        changed: list[ledger.ToolRedeploy] = []
+        with self._lock:
+            for spec in self.scenario.tools:
+                now = self._declared(spec)
+                suffix = f"+{release}"
+                if now.version.endswith(suffix):
+                    continue  # already this release: nothing changes
+                new = now.model_copy(update={"version": now.version + suffix, "redeploy": None})
+                self._upgraded[spec.name] = new
+                changed.append(
+                    self.ledger.append(
+                        ledger.ToolRedeploy(
+                            tool=spec.name, version=new.version, fingerprint=new.fingerprint
+                        )
+                    )
+                )
+        return changed
 
     def _list(self, request: http.Request) -> http.Response:
         return http.Response(200, {"tools": self.declarations()})
@@ -171,6 +200,8 @@ class ToolServices(http.Service):
         self._arrived[spec.name] += 1
         if spec.redeploy is None or self._arrived[spec.name] != spec.redeploy.after_requests:
             return
+        if spec.name in self._upgraded:
+            return  # an upgrade already replaced this tool: the scripted redeploy is past
         self._redeployed.add(spec.name)
         new = spec.redeployed()
         self.ledger.append(

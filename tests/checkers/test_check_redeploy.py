@@ -128,3 +128,42 @@ def test_without_a_redeploy_the_same_replay_passes() -> None:
     trial.settle("call_lookup", "succeeded", builders.ok(again.result))
     result = unknown_outcome.check(to_the_end(trial).build())
     assert result.verdict is V.PASS
+
+
+def test_a_redeploy_after_the_allowed_replay_settled_the_call_passes() -> None:
+    # Killed after the lookup left, replayed under its unchanged fingerprint (allowed), and
+    # only once the run went on is the service redeployed (an engine upgrade after the
+    # reply: `kill@tool.returned#1` + `upgrade@world:reply.accepted#1`). The redeploy came
+    # after the call was resolved: nothing was replayed into the new version. The old
+    # checker judged it as a killed call never asked again, claimed succeeded: FAIL.
+    trial = builders.Trial(builders.refund_scenario(lookup_redeployed=True))
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_lookup")
+    trial.tool_request("call_lookup")
+    builders.kill(trial, trial.hit("tool.returned", tool_call_id="call_lookup"))
+    trial.claim("w-2")
+    again = trial.tool_request("call_lookup")
+    trial.settle("call_lookup", "succeeded", builders.ok(again.result))
+    trial.redeploy(again)
+    result = unknown_outcome.check(to_the_end(trial).build())
+    assert result.verdict is V.PASS, result.summary
+    assert "replayable, may run again" in builders.evidence(result)
+
+
+def test_a_replay_before_and_another_after_the_redeploy_still_fails() -> None:
+    # The same, but the call is requested once more after the change: into the new version.
+    trial = builders.Trial(builders.refund_scenario(lookup_redeployed=True))
+    trial.claim("w-1")
+    trial.model_turn(0)
+    trial.start_tool("call_lookup")
+    trial.tool_request("call_lookup")
+    builders.kill(trial, trial.hit("tool.returned", tool_call_id="call_lookup"))
+    trial.claim("w-2")
+    again = trial.tool_request("call_lookup")
+    trial.redeploy(again)
+    late = trial.tool_request("call_lookup")
+    trial.settle("call_lookup", "succeeded", builders.ok(late.result))
+    result = unknown_outcome.check(to_the_end(trial).build())
+    assert result.verdict is V.FAIL, result.summary
+    assert "a call sent before its tool was redeployed" in result.summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness import errors
 from harness.faults import spec
 from harness.nemesis import kinds, nemesis
 from harness.record import history, recorder
@@ -118,3 +119,101 @@ def test_a_shared_server_fault_strikes_without_a_worker_and_a_worker_fault_does_
     assert pg.stopped == 0
     assert spec.SHARED == {"pg_restart", "server_restart"}
     assert spec.SHARED_ENDINGS == {"pg_start", "server_start"}
+
+
+class _UpWorker:
+    def __init__(self, pid: int) -> None:
+        self.pid = self.pgid = pid
+        self.worker_id = f"w{pid}"
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+class _UpWorkers:
+    def __init__(self, workers: list[_UpWorker]) -> None:
+        self.list = workers
+
+    def by_pid(self, pid: int | None) -> Any:
+        return next((w for w in self.list if w.pid == pid), None)
+
+    def by_id(self, worker_id: str | None) -> Any:
+        return None
+
+    def alive(self) -> list[_UpWorker]:
+        return [w for w in self.list if not w.killed]
+
+
+class _UpLauncher:
+    """A launcher as the upgrade kind sees it; `next_version` False: the engine names none."""
+
+    def __init__(self, *, next_version: bool, migration_fails: bool = False) -> None:
+        self.workers = _UpWorkers([_UpWorker(7), _UpWorker(8)])
+        self.next_version, self.migration_fails = next_version, migration_fails
+        self.upgraded_on: str | None = None
+
+    def can_upgrade(self) -> bool:
+        return self.next_version
+
+    def upgrade(self, dsn: str | None) -> str:
+        if self.migration_fails:
+            raise errors.CrashcertError("engine x: upgrade migrate exited 1: boom")
+        self.upgraded_on = dsn
+        return "next version's migration ran"
+
+    def start(self) -> _UpWorker:
+        worker = _UpWorker(100 + len(self.workers.list))
+        self.workers.list.append(worker)
+        return worker
+
+
+class _UpTools:
+    def __init__(self) -> None:
+        self.releases: list[str] = []
+
+    def upgrade(self, release: str) -> list[Any]:
+        self.releases.append(release)
+        return []
+
+
+def _upgrade(launcher: _UpLauncher, tools: _UpTools) -> list[tuple[str, bool]]:
+    rec = recorder.Recorder()
+    nemesis.Nemesis(
+        [spec.parse("upgrade@tool.returned#1")],
+        launcher=launcher,  # type: ignore[arg-type]
+        recorder=rec,
+        proxies=None,
+        pg=None,  # type: ignore[arg-type]
+        lease_s=0.3,
+        dsn="postgresql://trial",
+        world_tools=tools,
+    ).on_hit(_hit("tool.returned", pid=7))
+    faults = [e for e in rec.events() if isinstance(e, history.FaultApplied)]
+    assert all(f.planned == spec.parse("upgrade@tool.returned#1") for f in faults)
+    return [(f.action, f.ok) for f in faults]
+
+
+def test_an_upgrade_kills_version_n_migrates_redeploys_and_restarts_the_pool() -> None:
+    launcher, tools = _UpLauncher(next_version=True), _UpTools()
+    # The kill is recorded as a kill (the checkers judge the held worker dead), then what
+    # the upgrade did.
+    assert _upgrade(launcher, tools) == [("kill", True), ("upgraded", True)]
+    first, standby, *started = launcher.workers.list
+    assert first.killed and standby.killed  # no worker of version N adopts the run
+    assert launcher.upgraded_on == "postgresql://trial"
+    assert tools.releases == ["next"]
+    assert len(started) == 2 and not any(w.killed for w in started)
+
+
+def test_an_engine_without_a_next_version_is_not_upgraded_nor_killed() -> None:
+    launcher, tools = _UpLauncher(next_version=False), _UpTools()
+    assert _upgrade(launcher, tools) == [("upgrade", False)]
+    assert not any(w.killed for w in launcher.workers.list)
+    assert tools.releases == []
+
+
+def test_a_failed_migration_starts_no_worker_of_either_version() -> None:
+    launcher, tools = _UpLauncher(next_version=True, migration_fails=True), _UpTools()
+    assert _upgrade(launcher, tools) == [("kill", True), ("upgraded", False)]
+    assert len(launcher.workers.list) == 2 and tools.releases == []

@@ -23,7 +23,8 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
         "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
-        "clock_skew", "term", "dup_owner", "store_cut", "store_response_lost", "server_restart",
+        "clock_skew", "term", "dup_owner", "upgrade", "store_cut", "store_response_lost",
+        "server_restart",
     )  # fmt: skip
 
 
@@ -32,7 +33,9 @@ def test_every_class_reads_known_params_and_heals_with_the_heal_params() -> None
         assert set(fault.params) <= set(spec.PARAMS), fault.name
         assert fault.healed == ("heal_at" in fault.params), fault.name
         assert not fault.healed or fault.ended_by in spec.ENDINGS, fault.name
-    assert spec.ENDINGS == {"heal", "resume", "pg_start", "grace_over", "server_start"}
+    assert spec.ENDINGS == {
+        "heal", "resume", "pg_start", "grace_over", "upgraded", "server_start",
+    }  # fmt: skip
 
 
 def test_where_each_class_applies() -> None:

@@ -347,3 +347,38 @@ def test_a_redeploy_to_the_same_version_is_refused() -> None:
     data = _scenario(lookup={"version": "3", "redeploy": {"version": "3"}})
     with pytest.raises(errors.CrashcertError, match=r"redeploy\.version must differ"):
         schema.parse(data)
+
+
+def test_an_upgrade_redeploys_every_tool_once_and_the_scripted_redeploy_after_it_is_past(
+    make_world: fix_world.MakeWorld, http_json: fix_world.JsonClient
+) -> None:
+    world = make_world(
+        _scenario(
+            lookup={"replay": "replayable", "redeploy": {"after_requests": 1, "version": "2"}},
+            refund={},
+        )
+    )
+
+    def fingerprints() -> dict[str, str]:
+        reply = http_json.get(f"{world.tools_url}/tools")
+        tools = reply.body["tools"]
+        return {tool["function"]["name"]: str(tool["fingerprint"]) for tool in tools}
+
+    before = fingerprints()
+    changed = world.tools.upgrade("next")
+    after = fingerprints()
+    assert [(e.tool, e.version, e.after_request_seq) for e in changed] == [
+        ("lookup", "1+next", None),
+        ("refund", "1+next", None),
+    ]
+    assert {name: after[name] != before[name] for name in before} == {
+        "lookup": True,
+        "refund": True,
+    }
+    assert world.tools.upgrade("next") == []  # already this release
+    # The lookup's scripted redeploy (after its first request) comes after the upgrade:
+    # the upgraded declaration stays, and no second change is recorded.
+    assert _call(http_json, world, "lookup", {"order": "42"}).status == 200
+    assert fingerprints() == after
+    redeploys = [e for e in world.snapshot().tools if isinstance(e, ledger.ToolRedeploy)]
+    assert [e.tool for e in redeploys] == ["lookup", "refund"]

@@ -1,0 +1,110 @@
+"""The `upgrade` fault: a run started by version N is resumed by version N+1, and the
+release redeploys the world's tools (new fingerprints). replay_across_upgrade's next version
+replays a lookup started under N into the lookup's new version: `tool.unknown_outcome`
+catches it under `upgrade@tool.returned#1`, while the same engine PASSes without the fault
+and under a plain kill at the same point (version N recovers correctly: the bug is the next
+version's). The reference engine PASSes the upgrade; an engine with no next version is not
+upgraded (INCONCLUSIVE, never FAIL).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator
+
+import pytest
+
+from harness.checkers import verdict
+from harness.engines import commands
+from harness.lab import shared
+from harness.record import history
+from harness.trial import runner
+from harness.world import ledger
+from tests.quality import test_broken_engines as broken
+
+pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
+
+CASE = broken.Case(
+    "replay_across_upgrade",
+    "refund",
+    ("upgrade@tool.returned#1",),
+    ("tool.unknown_outcome",),
+    says="a call sent before its tool was redeployed",
+)
+# The same point without the upgrade: version N alone recovers.
+KILLED = broken.Case("replay_across_upgrade", "refund", ("kill@tool.returned#1",), ())
+# An engine whose description names no next version.
+NO_NEXT = broken.Case("ignore_fingerprint", "refund", ("upgrade@tool.returned#1",), ())
+KILL, NO_UPGRADE = "kill", "no_upgrade"
+
+
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
+    out = tmp_path_factory.mktemp("upgrade")
+    with shared.open_lab(commands.find("reference")) as base:
+        engine = broken.lab_for(base, commands.load(CASE.description))
+        ref = str(CASE.description.relative_to(broken.REPO))
+        other = broken.lab_for(base, commands.load(NO_NEXT.description))
+        other_ref = str(NO_NEXT.description.relative_to(broken.REPO))
+        jobs = {
+            broken.BROKEN: (engine, broken.spec_for(CASE, engine_ref=ref)),
+            broken.REFERENCE: (base, broken.spec_for(CASE, engine_ref="reference")),
+            broken.CLEAN: (engine, broken.spec_for(CASE, engine_ref=ref, faults=False)),
+            KILL: (engine, broken.spec_for(KILLED, engine_ref=ref)),
+            NO_UPGRADE: (other, broken.spec_for(NO_NEXT, engine_ref=other_ref)),
+        }
+        with concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS) as pool:
+            futures: broken.Trials = {
+                (CASE.engine, kind): pool.submit(runner.run_trial, lab, spec, out_dir=out / kind)
+                for kind, (lab, spec) in jobs.items()
+            }
+            yield futures
+
+
+def _outcome(trials: broken.Trials, kind: str) -> runner.TrialOutcome:
+    return trials[(CASE.engine, kind)].result()
+
+
+def test_the_next_version_replaying_into_the_new_tool_is_caught(trials: broken.Trials) -> None:
+    outcome = _outcome(trials, broken.BROKEN)
+    results = broken.by_invariant(outcome)
+    assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
+    caught = results["tool.unknown_outcome"]
+    assert caught.verdict is verdict.Verdict.FAIL, broken.explain(outcome)
+    assert CASE.says in caught.summary, broken.explain(outcome)
+
+
+def test_the_broken_engine_passes_without_the_upgrade(trials: broken.Trials) -> None:
+    for kind in (broken.CLEAN, KILL):
+        outcome = _outcome(trials, kind)
+        assert outcome.verdict is verdict.Verdict.PASS, f"{kind}\n{broken.explain(outcome)}"
+
+
+def test_the_reference_engine_resumes_under_its_next_version(trials: broken.Trials) -> None:
+    outcome = _outcome(trials, broken.REFERENCE)
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
+    trial = outcome.history
+    (killed, upgraded) = [f for f in trial.faults() if f.planned == outcome.spec.plan[0]]
+    assert (killed.action, upgraded.action, upgraded.ok) == ("kill", "upgraded", True), upgraded
+    # Every tool of the scenario was redeployed at the upgrade, by no request of the engine's.
+    redeployed = {
+        entry.tool
+        for entry in trial.tools
+        if isinstance(entry, ledger.ToolRedeploy) and entry.after_request_seq is None
+    }
+    assert redeployed == {tool.name for tool in trial.scenario.tools}
+    # The workers started after the upgrade are the ones that finished the run.
+    started = [
+        e for e in trial.events if isinstance(e, history.WorkerEvent) and e.event == "started"
+    ]
+    after = {e.worker_id for e in started if killed.seq < e.seq < upgraded.seq}
+    finished = [hit for hit in trial.boundary_hits() if hit.point == "run.finished"]
+    assert after and finished and {hit.worker_id for hit in finished} <= after
+
+
+def test_an_engine_without_a_next_version_is_not_upgraded(trials: broken.Trials) -> None:
+    outcome = _outcome(trials, NO_UPGRADE)
+    results = broken.by_invariant(outcome)
+    applied = results[broken.PLAN_APPLIED]
+    assert applied.verdict is verdict.Verdict.INCONCLUSIVE, broken.explain(outcome)
+    assert outcome.verdict is verdict.Verdict.INCONCLUSIVE, broken.explain(outcome)
