@@ -83,6 +83,10 @@ class FaultClass:
     # A soak's storm may strike it at any moment, on any live worker, no boundary held
     # (harness/campaigns/soak.py).
     storm: bool = False
+    # It stops the lab's Postgres: its trial runs alone (harness/lab/gate.py).
+    stops_postgres: bool = False
+    # The matrix plans it once per value of its choice param at each point (sync=1, sync=0).
+    each_choice: bool = False
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -145,6 +149,18 @@ CATALOG: dict[str, FaultClass] = {
             cuts_database=True,
             params=_HEAL_PARAMS,
             shared=True,
+            stops_postgres=True,
+        ),
+        FaultClass(
+            "pg_failover",
+            "promote the streaming standby (pg_basebackup of the primary) and point every "
+            "link at it; the primary is stopped hard. sync=1: synchronous replication; "
+            "sync=0: asynchronous, WAL shipping paused before the point's commit",
+            cuts_database=True,
+            params=("sync",),
+            shared=True,
+            stops_postgres=True,
+            each_choice=True,
         ),
         FaultClass(
             "submit_twice",
@@ -245,6 +261,7 @@ IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_poin
 # Classes that strike a shared server, and the records that end them ("pg_start").
 SHARED = frozenset(name for name, fault in CATALOG.items() if fault.shared)
 SHARED_ENDINGS = frozenset(ending for name in SHARED if (ending := CATALOG[name].ended_by))
+STOPS_POSTGRES = frozenset(name for name, fault in CATALOG.items() if fault.stops_postgres)
 # What a soak's storm strikes at random, in catalog order (the seed picks among them).
 STORM: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.storm)
 # The records that end a fault ("heal", "resume", "pg_start"); a kill ends as it happens.
@@ -406,8 +423,9 @@ def _step(text: str, match: re.Match[str]) -> FaultStep:
 
 
 def per_run_choices(fault: str) -> list[dict[str, Any]]:
-    """The params of each trial the matrix plans for a per-run fault: one per value of its
-    choice param (`submit_twice`: when=at_once, when=after_finish)."""
+    """The params of each trial the matrix plans for a per-run fault (or, at each point, for
+    an `each_choice` one): one per value of its choice param (`submit_twice`: when=at_once,
+    when=after_finish; `pg_failover`: sync=1, sync=0)."""
     for name in CATALOG[fault].params:
         if PARAMS[name].kind == "choice":
             return [{name: value} for value in PARAMS[name].choices]

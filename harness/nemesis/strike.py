@@ -38,6 +38,7 @@ class Parts:
     world_links: Any | None = None  # harness.lab.world_links.WorldLinks
     clocks: Any | None = None  # harness.lab.faketime.Clocks
     store_links: Any | None = None  # harness.lab.store_links.StoreLinks: the engine's store
+    failover: Any | None = None  # harness.lab.failover.Failover: the trial's standby
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ from harness.lab.postgres import (
     provider,
     server,
     spares,
+    standby,
     templates,
     xact,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "provider",
     "server",
     "spares",
+    "standby",
     "templates",
     "xact",
 ]
