@@ -22,8 +22,9 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert typing.get_args(action) == spec.NAMES
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
-        "pg_failover", "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
-        "clock_skew", "term", "dup_owner", "store_cut", "store_response_lost", "server_restart",
+        "pg_failover", "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut",
+        "sink_cut", "clock_skew", "term", "dup_owner", "store_cut", "store_response_lost",
+        "server_restart",
     )  # fmt: skip
 
 
