@@ -475,6 +475,14 @@ def check_plan(texts: Sequence[str], steps: Sequence[FaultStep]) -> None:
                 "(for a later hit, write its occurrence: #2)"
             )
         seen.add(key)
+    stopping = [step.label() for step in steps if step.action in STOPS_POSTGRES]
+    if "pg_failover" in {step.action for step in steps} and len(stopping) > 1:
+        # One standby per trial, and after the promotion the lab's primary is no longer
+        # the server: a second failover or a restart would strike the wrong one.
+        raise errors.CrashcertError(
+            f"bad plan {', '.join(stopping)}: a plan with pg_failover stops Postgres once "
+            "(one standby per trial); leave out the other"
+        )
 
 
 def _check_commit_point(text: str, step: FaultStep) -> None:

@@ -73,6 +73,15 @@ def test_a_failover_is_planned_synchronous_and_asynchronous_at_each_point() -> N
         spec.parse("pg_failover@tool.settled#2?heal_after_s=1")
 
 
+@pytest.mark.parametrize("other", ["pg_failover@reply.ready#1", "pg_restart@reply.ready#1"])
+def test_a_plan_fails_over_once_and_restarts_nothing_else(other: str) -> None:
+    texts = ["pg_failover@tools.pending#1?sync=0", other]
+    with pytest.raises(errors.CrashcertError, match="stops Postgres once"):
+        spec.check_plan(texts, [spec.parse(text) for text in texts])
+    texts = ["pg_failover@tools.pending#1", "kill@reply.ready#1"]
+    spec.check_plan(texts, [spec.parse(text) for text in texts])  # other faults go with it
+
+
 def test_a_second_kill_follows_every_fault_but_the_last() -> None:
     plans = plan.kill_plans([("run.claimed", 1), ("run.finished", 1)], second_kill=True)
     assert [plan.plan_label(steps) for steps in plans] == [
