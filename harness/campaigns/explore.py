@@ -237,7 +237,8 @@ def schedules(
         distinct: dict[Point, spec.FaultStep] = {(first.point, first.occurrence): first}
         for other in more:
             distinct.setdefault((other.point, other.occurrence), other)
-        return sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
+        steps = sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
+        return spec.stopping_once(steps)  # a failover stops Postgres once
 
     more = st.lists(
         step(everywhere), max_size=max_faults - 1, unique_by=lambda s: (s.point, s.occurrence)

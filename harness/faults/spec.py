@@ -485,6 +485,15 @@ def check_plan(texts: Sequence[str], steps: Sequence[FaultStep]) -> None:
         )
 
 
+def stopping_once(steps: list[FaultStep]) -> list[FaultStep]:
+    """`steps` without what `check_plan` would refuse beside a failover: every step that
+    stops Postgres after the first, in a plan with pg_failover (explore draws freely)."""
+    if not any(step.action == "pg_failover" for step in steps):
+        return steps
+    stops = [step for step in steps if step.action in STOPS_POSTGRES]
+    return [step for step in steps if step.action not in STOPS_POSTGRES or step is stops[0]]
+
+
 def _check_commit_point(text: str, step: FaultStep) -> None:
     """A lost or dropped COMMIT needs a COMMIT in flight: a `:before_commit` point. Anywhere
     else nothing is held, the fault strikes no transaction and the checkers see nothing."""

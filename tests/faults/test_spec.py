@@ -80,6 +80,13 @@ def test_a_plan_fails_over_once_and_restarts_nothing_else(other: str) -> None:
         spec.check_plan(texts, [spec.parse(text) for text in texts])
     texts = ["pg_failover@tools.pending#1", "kill@reply.ready#1"]
     spec.check_plan(texts, [spec.parse(text) for text in texts])  # other faults go with it
+    drawn = [
+        spec.parse(text) for text in ["kill@run.claimed#1", "pg_failover@model.ready#1", other]
+    ]
+    assert [step.label() for step in spec.stopping_once(drawn)] == [
+        "kill@run.claimed#1",
+        "pg_failover@model.ready#1",
+    ]
 
 
 def test_a_second_kill_follows_every_fault_but_the_last() -> None:
