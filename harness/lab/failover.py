@@ -55,8 +55,12 @@ class Failover:
         except BaseException:
             self._delete_proxies()
             raise
-        if sync:
-            standby.require_sync(self._primary, on=True)
+        try:
+            if sync:
+                standby.require_sync(self._primary, on=True)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def address(self) -> tuple[str, int]:
