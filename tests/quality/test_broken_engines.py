@@ -135,8 +135,9 @@ CASES = (
         ("tool.at_most_once",),
         says="2 effects in the world",
     ),
-    # An asynchronous failover lost the round it closed (model.ready#1); it took the older
-    # checkpoint for a corrupt database and failed the run: run.liveness stays strict.
+    # An asynchronous failover lost the round closed at model.ready#1; the worker that
+    # re-read found the database behind its cache and failed the run: run.liveness stays
+    # strict after lost commits.
     Case(
         "fail_when_database_behind",
         "refund",
