@@ -2,10 +2,10 @@
 workers keep the last checkpoint version they committed in a cache beside the database
 (files here, Redis in production); when a re-read finds the run's checkpoint older than the
 cached one, the worker takes the database for corrupt and fails the run. A checkpoint never
-goes back while the database keeps what it acknowledged, so it passes a trial without faults and under a synchronous
-failover; an asynchronous one, which loses the last acknowledged commits, ends the run
-`failed`, and `run.liveness` stays strict there (CONTRACT.md section 7, "Lost
-acknowledged commits").
+goes back while the database keeps what it acknowledged, so it passes a trial without
+faults and under a synchronous failover; an asynchronous one, which loses the last
+acknowledged commits, ends the run `failed`, and `run.liveness` stays strict there
+(CONTRACT.md section 7, "Lost acknowledged commits").
 
 The reference engine goes on from what the database has: the state that survived.
 
