@@ -223,7 +223,8 @@ def schedules(
             actions = [fault for fault in faults if space.admits(fault, (point, occurrence))]
             action = draw(st.sampled_from(actions))  # a catalog name (check_faults)
             params: dict[str, object] = {}
-            if spec.CATALOG[action].per_run:  # once per value of its choice, as the matrix
+            fault = spec.CATALOG[action]
+            if fault.per_run or fault.each_choice:  # a value of its choice, as the matrix
                 params = draw(st.sampled_from(spec.per_run_choices(action)))
             return spec.FaultStep(action=action, point=point, occurrence=occurrence, params=params)
 
@@ -236,7 +237,8 @@ def schedules(
         distinct: dict[Point, spec.FaultStep] = {(first.point, first.occurrence): first}
         for other in more:
             distinct.setdefault((other.point, other.occurrence), other)
-        return sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
+        steps = sorted(distinct.values(), key=lambda s: rank[(s.point, s.occurrence)])
+        return spec.stopping_once(steps)  # a failover stops Postgres once
 
     more = st.lists(
         step(everywhere), max_size=max_faults - 1, unique_by=lambda s: (s.point, s.occurrence)

@@ -6,7 +6,7 @@ is judged exactly as it was when it ran.
 from __future__ import annotations
 
 from harness import checkers
-from harness.checkers import applied, blackbox, verdict
+from harness.checkers import applied, blackbox, failover, verdict
 from harness.record import history
 
 
@@ -16,6 +16,8 @@ def judge(
     """Every invariant (black-box aware), plan.applied and, when the scenario has actions,
     scenario.actions; and the trial's verdict."""
     results = blackbox.judge(trial)  # check_all, with world hits read as boundaries
+    # An asynchronous failover's lost commits: judged on what the engine could know.
+    results = failover.excuse(trial, results)
     results.append(applied.plan_result(trial))
     if trial.scenario.actions:
         results.append(applied.actions_result(trial))

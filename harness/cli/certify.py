@@ -106,6 +106,9 @@ def certify(
         raise click.UsageError("--quick is a declared set of faults: give it or --faults")
     fault_classes = fault_spec.parse_classes(faults) if faults else None
     faketime.require(fault_classes or [])  # no libfaketime: say so once, before any trial
+    options.refuse_pg_restart(
+        pg_dsn, asked=options.stops_postgres(fault_classes or []), how="--faults"
+    )
     point_names = plan.parse_points(
         points, known=[*boundaries.BOUNDARIES, *boundaries.WORLD_POINTS, certify_module.TIME]
     )

@@ -90,7 +90,7 @@ def explore(
 
     shard = shard_module.parse(shard_text) if shard_text is not None else None  # '' too
     fault_classes = fault_spec.parse_classes(faults)
-    options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
+    options.refuse_pg_restart(pg_dsn, asked=options.stops_postgres(fault_classes), how="--faults")
     faketime.require(fault_classes)  # no libfaketime: say so once, before any trial
     point_names = plan.parse_points(points)
     scenario = scenario_module.find(scenario_name)

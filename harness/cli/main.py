@@ -88,7 +88,7 @@ def matrix(
     """Kill workers at every boundary of every scenario, then check every invariant."""
     shard = shard_module.parse(shard_text) if shard_text is not None else None  # '' too
     fault_classes = fault_spec.parse_classes(faults)
-    options.refuse_pg_restart(pg_dsn, asked="pg_restart" in fault_classes, how="--faults")
+    options.refuse_pg_restart(pg_dsn, asked=options.stops_postgres(fault_classes), how="--faults")
     clock_note = faketime.require(fault_classes)  # no libfaketime: say so once, here
     point_names = plan.parse_points(points)
     engine = commands.find(engine_ref)
@@ -251,7 +251,7 @@ def run(
             )
         )
         sys.exit(verdict_module.Verdict.INCONCLUSIVE.exit_code)
-    restarts = any(step.action == "pg_restart" for step in spec.plan)
+    restarts = options.stops_postgres(step.action for step in spec.plan)
     options.refuse_pg_restart(pg_dsn, asked=restarts, how=f"scenario {scenario.name}'s faults")
     network = options.private_network(pg_dsn)
     out_dir = options.new_out_dir(out)  # before the lab: a bad --out costs nothing

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -182,13 +183,20 @@ def private_network(pg_dsn: str | None) -> isolation.State:
 
 
 def refuse_pg_restart(pg_dsn: str | None, *, asked: bool, how: str) -> None:
-    """A Postgres restart needs a cluster the harness owns: against `--pg-dsn` it would
-    fail mid-run (or take down someone's server), so it is refused before anything starts."""
+    """A Postgres restart (or a failover, which stops the primary and needs a standby made
+    from it) needs a cluster the harness owns: against `--pg-dsn` it would fail mid-run (or
+    take down someone's server), so it is refused before anything starts."""
     if pg_dsn is not None and asked:
         raise errors.CrashcertError(
-            f"{how}: pg_restart restarts Postgres, and a --pg-dsn / CRASHCERT_PG_DSN server "
-            "is never restarted; leave it out, or run without the DSN (the embedded cluster)"
+            f"{how}: pg_restart and pg_failover stop Postgres, and a --pg-dsn / "
+            "CRASHCERT_PG_DSN server is never restarted or failed over; leave them out, or "
+            "run without the DSN (the embedded cluster)"
         )
+
+
+def stops_postgres(fault_classes: Iterable[str]) -> bool:
+    """Whether any of these fault classes stops the lab's Postgres (pg_restart, pg_failover)."""
+    return bool(set(fault_classes) & fault_spec.STOPS_POSTGRES)
 
 
 def pg_option(function: Any) -> Any:

@@ -55,6 +55,13 @@ PARAMS: dict[str, Param] = {
             choices=("at_once", "after_finish"),
         ),
         Param(
+            "sync",
+            "choice",
+            "pg_failover: 1 for synchronous replication (the acknowledged commits survive), "
+            "0 for asynchronous (the last of them are lost)",
+            choices=("1", "0"),
+        ),
+        Param(
             "link",
             "name",
             "the engine's store link a store fault strikes (a name under `links:` in its "

@@ -86,6 +86,10 @@ class FaultClass:
     # The engine capability it needs (harness/engines/capabilities.py): an engine that does
     # not offer it is not planned the class (INCONCLUSIVE, never FAIL).
     needs: str | None = None
+    # It stops the lab's Postgres: its trial runs alone (harness/lab/gate.py).
+    stops_postgres: bool = False
+    # The matrix plans it once per value of its choice param at each point (sync=1, sync=0).
+    each_choice: bool = False
 
 
 _HEAL_PARAMS = ("heal_after_s", "heal_at")
@@ -148,6 +152,18 @@ CATALOG: dict[str, FaultClass] = {
             cuts_database=True,
             params=_HEAL_PARAMS,
             shared=True,
+            stops_postgres=True,
+        ),
+        FaultClass(
+            "pg_failover",
+            "promote the streaming standby (pg_basebackup of the primary) and point every "
+            "link at it; the primary is stopped hard. sync=1: synchronous replication; "
+            "sync=0: asynchronous, WAL shipping paused before the point's commit",
+            cuts_database=True,
+            params=("sync",),
+            shared=True,
+            stops_postgres=True,
+            each_choice=True,
         ),
         FaultClass(
             "submit_twice",
@@ -257,6 +273,7 @@ IN_WORLD = frozenset(name for name, fault in CATALOG.items() if fault.world_poin
 # Classes that strike a shared server, and the records that end them ("pg_start").
 SHARED = frozenset(name for name, fault in CATALOG.items() if fault.shared)
 SHARED_ENDINGS = frozenset(ending for name in SHARED if (ending := CATALOG[name].ended_by))
+STOPS_POSTGRES = frozenset(name for name, fault in CATALOG.items() if fault.stops_postgres)
 # What a soak's storm strikes at random, in catalog order (the seed picks among them).
 STORM: tuple[str, ...] = tuple(name for name, fault in CATALOG.items() if fault.storm)
 # Class -> the engine capability it needs (upgrade -> upgrade).
@@ -420,8 +437,9 @@ def _step(text: str, match: re.Match[str]) -> FaultStep:
 
 
 def per_run_choices(fault: str) -> list[dict[str, Any]]:
-    """The params of each trial the matrix plans for a per-run fault: one per value of its
-    choice param (`submit_twice`: when=at_once, when=after_finish)."""
+    """The params of each trial the matrix plans for a per-run fault (or, at each point, for
+    an `each_choice` one): one per value of its choice param (`submit_twice`: when=at_once,
+    when=after_finish; `pg_failover`: sync=1, sync=0)."""
     for name in CATALOG[fault].params:
         if PARAMS[name].kind == "choice":
             return [{name: value} for value in PARAMS[name].choices]
@@ -471,6 +489,23 @@ def check_plan(texts: Sequence[str], steps: Sequence[FaultStep]) -> None:
                 "(for a later hit, write its occurrence: #2)"
             )
         seen.add(key)
+    stopping = [step.label() for step in steps if step.action in STOPS_POSTGRES]
+    if "pg_failover" in {step.action for step in steps} and len(stopping) > 1:
+        # One standby per trial, and after the promotion the lab's primary is no longer
+        # the server: a second failover or a restart would strike the wrong one.
+        raise errors.CrashcertError(
+            f"bad plan {', '.join(stopping)}: a plan with pg_failover stops Postgres once "
+            "(one standby per trial); leave out the other"
+        )
+
+
+def stopping_once(steps: list[FaultStep]) -> list[FaultStep]:
+    """`steps` without what `check_plan` would refuse beside a failover: every step that
+    stops Postgres after the first, in a plan with pg_failover (explore draws freely)."""
+    if not any(step.action == "pg_failover" for step in steps):
+        return steps
+    stops = [step for step in steps if step.action in STOPS_POSTGRES]
+    return [step for step in steps if step.action not in STOPS_POSTGRES or step is stops[0]]
 
 
 def _check_commit_point(text: str, step: FaultStep) -> None:

@@ -20,16 +20,22 @@ class DatabaseLinks:
         self._dsn = dsn
         self._prefix = prefix
         self._since = time.monotonic()
+        self._upstream = f"{lab.pg.host}:{lab.pg.port}"
         self.by_worker: dict[str, Any] = {}
 
     def dsn_for(self, worker_id: str) -> str:
         if self._lab.toxiproxy is None:
             return self._dsn
-        proxy = self._lab.toxiproxy.create(
-            f"{self._prefix}-{worker_id}", upstream=f"{self._lab.pg.host}:{self._lab.pg.port}"
-        )
+        proxy = self._lab.toxiproxy.create(f"{self._prefix}-{worker_id}", upstream=self._upstream)
         self.by_worker[worker_id] = proxy
         return str(proxy.dsn_through(self._dsn))
+
+    def repoint(self, host: str, port: int) -> None:
+        """A failover: every worker's proxy, and each made from now on, forwards to the
+        promoted standby (the workers keep their DATABASE_URL, as behind a managed DNS name)."""
+        self._upstream = f"{host}:{port}"
+        for proxy in list(self.by_worker.values()):
+            proxy.repoint(self._upstream)
 
     def close(self) -> None:
         """Audit the server first (tampering raises: the trial's harness error), then delete."""

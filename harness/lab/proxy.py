@@ -289,6 +289,11 @@ class Proxy:
     def delete(self) -> None:
         self._client.delete(self.name)
 
+    def repoint(self, upstream: str) -> None:
+        """Forward to `upstream` from now on (a failover); open connections are closed."""
+        self._client._request("POST", f"/proxies/{self.name}", {"upstream": upstream})
+        self.upstream = upstream
+
     def _set_enabled(self, enabled: bool) -> None:
         self._client._request("POST", f"/proxies/{self.name}", {"enabled": enabled})
         self.enabled = enabled

@@ -24,6 +24,7 @@ KINDS: dict[str, strike.FaultKind] = {
     "commit_dropped": links.HeldCommit("upstream"),
     "latency": links.Latency(),
     "pg_restart": shared_world.PgRestart(),
+    "pg_failover": shared_world.PgFailover(),
     "clock_skew": shared_world.ClockSkew(),
     **links.world_links(),
     "store_cut": store_kinds.StoreCut(),

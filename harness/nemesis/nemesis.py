@@ -35,6 +35,10 @@ HEAL_WAIT_S = 60.0
 Heal = strike_module.Heal
 
 
+def _never(step: spec.FaultStep) -> None:
+    return None
+
+
 class Nemesis:
     def __init__(
         self,
@@ -50,6 +54,7 @@ class Nemesis:
         clocks: Any | None = None,  # harness.lab.faketime.Clocks
         store_links: Any | None = None,  # harness.lab.store_links.StoreLinks
         world_tools: Any | None = None,  # harness.world.tools.ToolServices
+        failover: Any | None = None,  # harness.lab.failover.Failover
     ) -> None:
         # A lost response or a cut stream is the world's doing (world_trigger), not ours.
         self._pending = [step for step in plan if step.action in kinds.KINDS]
@@ -64,7 +69,15 @@ class Nemesis:
             clocks=clocks,
             store_links=store_links,
             world_tools=world_tools,
+            failover=failover,
         )
+        # Steps whose kind prepares at an earlier hit (an asynchronous failover pauses WAL
+        # shipping at the point's `:before_commit` twin): (step, (point, occurrence)).
+        self._arming = [
+            (step, (arm, step.occurrence))
+            for step in self._pending
+            if (arm := getattr(kinds.KINDS[step.action], "arm_point", _never)(step)) is not None
+        ]
         self._lock = threading.Lock()
         self._heals: list[tuple[threading.Timer, Heal, str]] = []
         self._heal_at: list[tuple[tuple[str, int], Heal]] = []  # (point, occurrence), heal
@@ -77,6 +90,11 @@ class Nemesis:
             self._heal_at = [item for item in self._heal_at if item[1] not in mend]
         for heal in mend:  # before this worker goes on
             heal()
+        with self._lock:
+            arming = [step for step, at in self._arming if at == (hit.point, hit.occurrence)]
+            self._arming = [item for item in self._arming if item[0] not in arming]
+        for step in arming:
+            self._arm(step, hit)
         with self._lock:
             due = [
                 step
@@ -122,6 +140,14 @@ class Nemesis:
             if heal_after is None:
                 heal_after = float(step.params.get("heal_after_s", deadline * self._parts.lease_s))
             self._schedule(heal_after, heal, f"heal {step.action}", at=heal_at)
+
+    def _arm(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
+        """The kind's preparation; a failed one is left to its `apply` to report."""
+        strike = strike_module.Strike(step=step, hit=hit, worker=None, parts=self._parts)
+        try:
+            kinds.KINDS[step.action].arm(strike)  # type: ignore[attr-defined]
+        except (strike_module.NotApplied, errors.CrashcertError) as error:
+            log.warning("could not prepare %s at %s: %s", step.label(), hit.point, error)
 
     def _schedule(
         self, delay_s: float, heal: Heal, name: str, *, at: tuple[str, int] | None = None

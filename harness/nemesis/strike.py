@@ -39,6 +39,7 @@ class Parts:
     clocks: Any | None = None  # harness.lab.faketime.Clocks
     store_links: Any | None = None  # harness.lab.store_links.StoreLinks: the engine's store
     world_tools: Any | None = None  # harness.world.tools.ToolServices: an upgrade redeploys
+    failover: Any | None = None  # harness.lab.failover.Failover: the trial's standby
 
 
 @dataclasses.dataclass(frozen=True)

@@ -148,9 +148,13 @@ def fault_plans(
             )
             continue
         points = _world_points(fault, trace, world) if fault in spec.IN_WORLD else trace
+        choices = spec.per_run_choices(fault) if spec.CATALOG[fault].each_choice else [{}]
         for point, occurrence in points:
             if spec.applies_at(fault, point):
-                plans.append([spec.FaultStep(action=fault, point=point, occurrence=occurrence)])
+                plans.extend(
+                    [spec.FaultStep(action=fault, point=point, occurrence=occurrence, params=p)]
+                    for p in choices
+                )
     return plans
 
 

@@ -28,6 +28,7 @@ from harness.engines import blackbox as blackbox_engine
 from harness.faults import spec as fault_spec
 from harness.lab import (
     database_links,
+    failover,
     faketime,
     isolation,
     processes,
@@ -169,7 +170,7 @@ def run_trial(lab: shared.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> Tri
         run_key=f"{spec.scenario.name}-{trial_id}",
         started_at=time.time(),
     )
-    restarts_postgres = any(step.action == "pg_restart" for step in spec.plan)
+    restarts_postgres = any(step.action in fault_spec.STOPS_POSTGRES for step in spec.plan)
     try:
         with lab.gate.hold(exclusive=restarts_postgres):
             _execute(lab, spec, trial, directory)
@@ -240,8 +241,10 @@ def _execute(
     dsn = lab.clone_database(database)
     with contextlib.ExitStack() as stack:
         stack.callback(_quietly, lab.drop_database, database)
+        standby = failover.for_plan(lab, spec.plan, database, stack)  # before the drop
+        dsn = dsn if standby is None else standby.harness_dsn(dsn)  # follows a promotion
         stack.callback(_quietly, blackbox_engine.done_with, engine, dsn)  # before the drop
-        live = _start(lab, spec, trial, directory, dsn, database, stack)
+        live = _start(lab, spec, trial, directory, dsn, database, stack, standby)
         purged = False
         try:
             purged = _drive(engine, dsn, trial, live, spec, directory)
@@ -262,6 +265,7 @@ def _start(
     dsn: str,
     database: str,
     stack: contextlib.ExitStack,
+    standby: failover.Failover | None,
 ) -> _Live:
     """The world, the links, the engine's own store, the control channel, the launcher and
     the nemesis (and the world trigger for black-box points); each undone by `stack`."""
@@ -316,6 +320,7 @@ def _start(
         clocks=clocks,
         store_links=own_store,
         world_tools=world.tools,
+        failover=standby,
     )
     server.set_policy(nemesis.on_hit)
     stack.callback(nemesis.close)  # runs first: heal everything before anything stops

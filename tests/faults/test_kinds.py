@@ -117,7 +117,7 @@ def test_a_shared_server_fault_strikes_without_a_worker_and_a_worker_fault_does_
     faults = [(e.action, e.ok) for e in rec.events() if isinstance(e, history.FaultApplied)]
     assert faults == [("pg_restart", True), ("kill", False), ("pg_start", True)]
     assert pg.stopped == 0
-    assert spec.SHARED == {"pg_restart", "server_restart"}
+    assert spec.SHARED == {"pg_restart", "pg_failover", "server_restart"}
     assert spec.SHARED_ENDINGS == {"pg_start", "server_start"}
 
 

@@ -22,8 +22,8 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert typing.get_args(action) == spec.NAMES
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
-        "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut", "sink_cut",
-        "clock_skew", "term", "dup_owner", "upgrade", "store_cut", "store_response_lost",
+        "pg_failover", "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut",
+        "sink_cut", "clock_skew", "term", "dup_owner", "upgrade", "store_cut", "store_response_lost",
         "server_restart",
     )  # fmt: skip
 
@@ -54,10 +54,41 @@ def test_the_matrix_plans_a_class_exactly_where_it_applies(fault: str) -> None:
     planned = [steps[0] for steps in plan.fault_plans(trace, [fault])]
     if spec.CATALOG[fault].per_run:  # the run as a whole: once per choice, at no point
         trace = [(spec.RUN_POINT, 1)] * len(spec.per_run_choices(fault))
+    # pg_failover: each point once per choice (sync=1, sync=0), in that order.
+    each = len(spec.per_run_choices(fault)) if spec.CATALOG[fault].each_choice else 1
     assert [(s.point, s.occurrence) for s in planned] == [
-        (point, 1) for point, _ in trace if spec.applies_at(fault, point)
+        (point, 1) for point, _ in trace if spec.applies_at(fault, point) for _ in range(each)
     ]
     assert {s.action for s in planned} == {fault}
+
+
+def test_a_failover_is_planned_synchronous_and_asynchronous_at_each_point() -> None:
+    planned = [steps[0] for steps in plan.fault_plans([("tools.pending", 1)], ["pg_failover"])]
+    assert [s.label() for s in planned] == [
+        "pg_failover@tools.pending#1?sync=1",
+        "pg_failover@tools.pending#1?sync=0",
+    ]
+    assert spec.parse("pg_failover@tool.settled#2?sync=0").params == {"sync": "0"}
+    with pytest.raises(errors.CrashcertError, match="sync=2"):
+        spec.parse("pg_failover@tool.settled#2?sync=2")
+    with pytest.raises(errors.CrashcertError, match="pg_failover reads only sync"):
+        spec.parse("pg_failover@tool.settled#2?heal_after_s=1")
+
+
+@pytest.mark.parametrize("other", ["pg_failover@reply.ready#1", "pg_restart@reply.ready#1"])
+def test_a_plan_fails_over_once_and_restarts_nothing_else(other: str) -> None:
+    texts = ["pg_failover@tools.pending#1?sync=0", other]
+    with pytest.raises(errors.CrashcertError, match="stops Postgres once"):
+        spec.check_plan(texts, [spec.parse(text) for text in texts])
+    texts = ["pg_failover@tools.pending#1", "kill@reply.ready#1"]
+    spec.check_plan(texts, [spec.parse(text) for text in texts])  # other faults go with it
+    drawn = [
+        spec.parse(text) for text in ["kill@run.claimed#1", "pg_failover@model.ready#1", other]
+    ]
+    assert [step.label() for step in spec.stopping_once(drawn)] == [
+        "kill@run.claimed#1",
+        "pg_failover@model.ready#1",
+    ]
 
 
 def test_a_second_kill_follows_every_fault_but_the_last() -> None:
@@ -78,7 +109,7 @@ def test_fault_classes_are_parsed_against_the_catalog() -> None:
 def test_the_checkers_read_the_catalog() -> None:
     per_run = {name for name, fault in spec.CATALOG.items() if fault.per_run}
     assert frozenset(spec.CATALOG) - per_run == facts.INTERRUPTING
-    assert facts.DATABASE_FAULTS == {"db_cut", "pg_restart"}
+    assert facts.DATABASE_FAULTS == {"db_cut", "pg_restart", "pg_failover"}
 
 
 def test_the_cli_help_names_the_catalog_classes() -> None:

@@ -96,6 +96,22 @@ CASES: list[Case] = [
         ["explore", "--scenario", "refund", "--faults", "pg_restart", "--pg-dsn", _DSN],
         says="never restarted",
     ),
+    # pg_failover stops the primary and makes a standby of it: a server we own alone
+    Case(
+        "run pg_failover against --pg-dsn",
+        ["run", "--scenario", "refund", "--fault", "pg_failover@tools.pending#1", "--pg-dsn", _DSN],
+        says="never restarted or failed over",
+    ),
+    Case(
+        "matrix --faults pg_failover against --pg-dsn",
+        ["matrix", "--faults", "kill,pg_failover", "--pg-dsn", _DSN],
+        says="never restarted or failed over",
+    ),
+    Case(
+        "certify --faults pg_failover against --pg-dsn",
+        ["certify", "--faults", "pg_failover", "--pg-dsn", _DSN],
+        says="never restarted or failed over",
+    ),
     Case("soak's restarts against --pg-dsn", ["soak", "--pg-dsn", _DSN], says="never restarted"),
     Case(
         "soak --pg-restarts 0 against --pg-dsn goes on",

@@ -126,6 +126,25 @@ CASES = (
     ),
     # Postgres restarts under every worker; none opens a new connection, so the run stays
     # where it was although the database is back: hung, not waiting for the database.
+    # Recording the refund's outcome failed because the database failed over under the
+    # worker; it ran the whole step again, refund included (a retry around call + record).
+    Case(
+        "retry_step_on_db_error",
+        "refund",
+        ("pg_failover@tool.returned#2?sync=1",),
+        ("tool.at_most_once",),
+        says="2 effects in the world",
+    ),
+    # An asynchronous failover lost the round closed at model.ready#1; the worker that
+    # re-read found the database behind its cache and failed the run: run.liveness stays
+    # strict after lost commits.
+    Case(
+        "fail_when_database_behind",
+        "refund",
+        ("pg_failover@model.ready#1?sync=0",),
+        ("run.liveness",),
+        says="expected succeeded",
+    ),
     Case(
         "no_reconnect",
         "refund",

@@ -23,6 +23,7 @@ from harness.lab.postgres import (
     recycle,
     server,
     spares,
+    standby,
     templates,
     xact,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "recycle",
     "server",
     "spares",
+    "standby",
     "templates",
     "xact",
 ]

@@ -71,7 +71,12 @@ class EmbeddedServer:
     """A cluster in a private temporary directory. Use `create()`; then `close()` it."""
 
     def __init__(
-        self, *, bindir: pathlib.Path, account: accounts.Account | None, root: pathlib.Path
+        self,
+        *,
+        bindir: pathlib.Path,
+        account: accounts.Account | None,
+        root: pathlib.Path,
+        password: str | None = None,  # a standby's: the primary's, copied with its roles
     ) -> None:
         self._bindir = bindir
         self._account = account
@@ -79,7 +84,7 @@ class EmbeddedServer:
         self.datadir = root / "data"
         self.log_path = root / "postgres.log"
         self._port = 0
-        self._password = secrets.token_urlsafe(PASSWORD_BYTES)
+        self._password = password or secrets.token_urlsafe(PASSWORD_BYTES)
         self._closed = False
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_fd: int | None = None
@@ -141,6 +146,14 @@ class EmbeddedServer:
                 f"{result.returncode}): {result.stdout.strip()}{self._log_tail()}"
             )
         admin.wait_until_accepting(self.dsn, timeout_s=START_TIMEOUT_S)
+
+    def promote(self) -> None:
+        """`pg_ctl promote -w`: a standby ends recovery and takes writes (standby.py)."""
+        result = self._pg_ctl("promote", "-t", str(START_TIMEOUT_S), timeout_s=START_TIMEOUT_S + 10)
+        if result.returncode != 0:
+            raise errors.EnvironmentProblem(
+                f"pg_ctl promote failed ({result.returncode}): {result.stdout}{self._log_tail()}"
+            )
 
     def is_running(self) -> bool:
         pid = self.postmaster_pid()
