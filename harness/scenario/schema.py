@@ -56,6 +56,10 @@ class ToolBehaviour(StrictModel):
     effect_then_fail: int = pydantic.Field(default=0, ge=0, le=limits.MAX_SCRIPTED_FAILURES)
     # Requests never get an answer (until the world stops); no effect is applied.
     hang: bool = False
+    # Requests whose arguments do not match the declared `parameters` are refused 422
+    # {"applied": false}, for good: a validation error the model must be told (the same
+    # arguments get the same answer however often they are sent).
+    reject_invalid_arguments: bool = False
 
 
 class Redeploy(StrictModel):

@@ -1,10 +1,11 @@
 """The tool services: scripted behaviours and a ledger of requests and real effects.
 
 `POST /tools/{name}` runs a tool as the scenario scripts it. Behaviours, in this order:
-`latency_ms`; `hang` (never answered until the world stops, no effect); the first
-`fail_first` requests of one (tool, arguments) pair answer 503 without an effect; the
-next `effect_then_fail` ones apply the effect and answer 500; later ones succeed. A
-service that honours idempotency keys applies one effect per key and answers repeats with
+`reject_invalid_arguments` (arguments that do not match the declared parameters are refused
+422, for good, no effect); `latency_ms`; `hang` (never answered until the world stops, no
+effect); the first `fail_first` requests of one (tool, arguments) pair answer 503 without
+an effect; the next `effect_then_fail` ones apply the effect and answer 500; later ones
+succeed. A service that honours idempotency keys applies one effect per key and answers repeats with
 the stored result; one that does not applies an effect on every successful request (that
 is how a blind retry refunds twice). Every request and every effect is recorded.
 A tool with `redeploy` changes its declaration (version, so fingerprint) once the scripted
@@ -22,6 +23,7 @@ import threading
 from typing import Any
 
 from harness.scenario import schema
+from harness.world import arguments as arguments_module
 from harness.world import auth, http, ledger
 from harness.world import hooks as hooks_module
 
@@ -126,6 +128,15 @@ class ToolServices(http.Service):
         if invalid is not None:
             return self._reject(name, key, arguments, invalid)
         behaviour = spec.behaviour
+        if behaviour.reject_invalid_arguments:
+            wrong = arguments_module.problems(spec.parameters, arguments)
+            if wrong:
+                refused = http.HttpError(
+                    422,
+                    f"arguments of {name} do not match its parameters: {'; '.join(wrong)}",
+                    extra={"applied": False, "errors": wrong},
+                )
+                return self._reject(name, key, arguments, refused)
         if not self._server.pause(behaviour.latency_ms / 1000):
             raise http.Abandon()
         if behaviour.hang:
