@@ -105,6 +105,8 @@ class Nemesis:
                 self._pending.remove(step)
         for step in due:
             self._apply(step, hit)
+        # last: a fault may have asked to hold this very hit (dup_owner's twin)
+        self._parts.holds.run(hit)
 
     def strike(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
         """Carry out `step` at `hit` now, whatever the plan: a soak's storm strikes a worker

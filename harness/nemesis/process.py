@@ -13,7 +13,7 @@ from harness.record import history
 PAUSE_MAX_LEASES = 20
 # term without grace_ms: two seconds, as long as many short-lived deploys allow.
 DEFAULT_GRACE_MS = 2000
-# dup_owner: how long the held worker waits for its twin's first boundary.
+# dup_owner: how long the held worker waits for its twin's first move, and the twin for it.
 TWIN_WAIT_LEASES = 2
 # Hits after which a stale worker's lease is certainly gone: the adopter moved the run on.
 ADOPTER_PROGRESS = frozenset(
@@ -83,23 +83,54 @@ class Term(strike_module.Kind):
 
 
 class DupOwner(strike_module.Kind):
-    """A second live process under the held worker's id (a StatefulSet split brain, a
-    supervisor that restarted a worker it wrongly took for dead): both live on. A worker id
-    names a deployment slot, not a process: fencing must tell the two apart. The held
-    worker goes on once the twin reported its first boundary (or after TWIN_WAIT_LEASES),
-    so both meet the run in the same state, whatever the machine's load."""
+    """A second live process under the held worker's id, as a deployment makes one: a
+    duplicate pod (a StatefulSet split brain) or a supervisor that restarted a worker it
+    wrongly took for dead; both live on. Whatever the twin then finds to do (an engine
+    that recovers "its own" runs at start-up finds this one, a redelivered claim, a stale
+    list), a worker id names a deployment slot, not a process: fencing must tell them apart.
+
+    The schedule is fixed, so a trial does not hang on which owner moves first: the held
+    worker waits for the twin's first move on the run past its claim (a hit that is no
+    `run.claimed` and no `:before_commit`), and the twin is held at that hit until the held
+    worker reported its next one. So both act on the state the run had at the point, the
+    twin first. A twin that never moves on the run (a fenced engine) releases the held
+    worker after TWIN_WAIT_LEASES."""
 
     def apply(self, strike: strike_module.Strike) -> None:
-        worker, parts = strike.worker, strike.parts
+        worker, parts, hit = strike.worker, strike.parts, strike.hit
+        limit = TWIN_WAIT_LEASES * parts.lease_s
+
+        def twin_moved(other: history.BoundaryHit) -> bool:
+            return (
+                other.worker_id == worker.worker_id
+                and other.pid != worker.pid
+                and other.run_id == hit.run_id
+                and other.point != "run.claimed"
+                and not other.point.endswith(boundaries.BEFORE_COMMIT_SUFFIX)
+            )
+
+        def hold_twin(moved: history.BoundaryHit) -> None:
+            # runs on the twin's control thread: it stays at `moved` until the held one acted
+            parts.recorder.wait_for(
+                lambda other: other.pid == worker.pid and other.seq > moved.seq, timeout=limit
+            )
+
+        # registered before the twin exists: its first move cannot slip past
+        drop = parts.holds.add(twin_moved, hold_twin)
         try:
             twin = parts.launcher.start(worker_id=worker.worker_id)
         except errors.CrashcertError as error:
+            drop()
             raise strike_module.NotApplied(f"second worker failed to start: {error}") from error
-        first = parts.recorder.wait_for(
-            lambda hit: hit.pid == twin.pid, timeout=TWIN_WAIT_LEASES * parts.lease_s
+        moved = parts.recorder.wait_for(twin_moved, timeout=limit)
+        if moved is None:
+            drop()  # a later move (a legitimate takeover) is not held
+        seen = (
+            f"it moved first ({moved.point}, held there until {worker.pid} reports again)"
+            if moved
+            else f"it did not move on the run within {TWIN_WAIT_LEASES} leases"
         )
-        seen = f"it reported {first.point}" if first else "it reported nothing"
-        note = f"second worker pid {twin.pid} as {worker.worker_id} ({seen}); {worker.pid} lives on"
+        note = f"second worker pid {twin.pid} as {worker.worker_id}: {seen}; {worker.pid} lives on"
         strike.record("dup_owner", ok=True, note=note)
 
 

@@ -9,6 +9,7 @@ When to heal (a delay, a later point, the trial's end) is the nemesis's business
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -19,6 +20,41 @@ from harness.record import history
 from harness.record import recorder as recorder_module
 
 Heal = Callable[[], None]
+
+
+class Holds:
+    """Hits a fault asked to hold: the worker that reports one stays blocked at it (its
+    control line unanswered) while the fault's `wait` runs, on that worker's control thread.
+    Each hold is taken by the first hit that matches it, once; `wait` must be bounded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[
+            tuple[Callable[[history.BoundaryHit], bool], Callable[[history.BoundaryHit], None]]
+        ] = []
+
+    def add(
+        self,
+        matches: Callable[[history.BoundaryHit], bool],
+        wait: Callable[[history.BoundaryHit], None],
+    ) -> Callable[[], None]:
+        """Hold the first hit that `matches`; returns what drops the hold if none came."""
+        item = (matches, wait)
+        with self._lock:
+            self._items.append(item)
+
+        def drop() -> None:
+            with self._lock:
+                self._items = [other for other in self._items if other is not item]
+
+        return drop
+
+    def run(self, hit: history.BoundaryHit) -> None:
+        with self._lock:
+            due = [item for item in self._items if item[0](hit)]
+            self._items = [item for item in self._items if not any(item is d for d in due)]
+        for _, wait in due:
+            wait(hit)
 
 
 class NotApplied(Exception):
@@ -40,6 +76,7 @@ class Parts:
     store_links: Any | None = None  # harness.lab.store_links.StoreLinks: the engine's store
     world_tools: Any | None = None  # harness.world.tools.ToolServices: an upgrade redeploys
     failover: Any | None = None  # harness.lab.failover.Failover: the trial's standby
+    holds: Holds = dataclasses.field(default_factory=Holds)
 
 
 @dataclasses.dataclass(frozen=True)

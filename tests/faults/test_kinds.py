@@ -3,6 +3,7 @@ cannot strike is recorded as not applied (so plan.applied makes the trial INCONC
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from harness import errors
@@ -217,3 +218,63 @@ def test_a_failed_migration_starts_no_worker_of_either_version() -> None:
     launcher, tools = _UpLauncher(next_version=True, migration_fails=True), _UpTools()
     assert _upgrade(launcher, tools) == [("kill", True), ("upgraded", False)]
     assert len(launcher.workers.list) == 2 and tools.releases == []
+
+
+class _Process:
+    def __init__(self, pid: int) -> None:
+        self.pid, self.worker_id = pid, "w1"
+
+
+class _TwinLauncher:
+    """Worker 7 holds the run; `start` makes its twin, pid 8, under the same id."""
+
+    def __init__(self) -> None:
+        self.held = _Process(7)
+        self.workers = _Workers(self.held)
+        self.started: list[str | None] = []
+
+    def start(self, worker_id: str | None = None) -> _Process:
+        self.started.append(worker_id)
+        return _Process(8)
+
+
+def test_dup_owner_holds_the_twins_first_move_until_the_held_worker_reported_again() -> None:
+    # The control channel records each hit, then runs the policy on that worker's thread.
+    rec, launcher = recorder.Recorder(), _TwinLauncher()
+    strikes = nemesis.Nemesis(
+        [spec.parse("dup_owner@tools.pending#1")],
+        launcher=launcher,  # type: ignore[arg-type]
+        recorder=rec,
+        proxies=None,
+        pg=None,  # type: ignore[arg-type]
+        lease_s=30.0,  # long: every wait below ends by a hit, never by its timeout
+    )
+
+    def report(point: str, pid: int) -> history.BoundaryHit:
+        hit = rec.append(_hit(point, pid=pid))
+        assert isinstance(hit, history.BoundaryHit)
+        return hit
+
+    held = threading.Thread(target=strikes.on_hit, args=(report("tools.pending", 7),))
+    held.start()
+    report("run.claimed", 8)  # the twin's claim is not its move
+    strikes.on_hit(report("tool.started:before_commit", 8))  # nor a COMMIT still to come
+    move = report("tool.started", 8)
+    seen_by_twin: list[list[history.Event]] = []
+
+    def twin() -> None:
+        strikes.on_hit(move)
+        seen_by_twin.append(rec.events())
+
+    twin_thread = threading.Thread(target=twin)
+    twin_thread.start()
+    held.join(timeout=20)
+    assert not held.is_alive()  # the held worker went on once the twin moved
+    (fault,) = [e for e in rec.events() if isinstance(e, history.FaultApplied)]
+    assert (fault.action, fault.ok, launcher.started) == ("dup_owner", True, ["w1"])
+    assert "moved first (tool.started" in fault.note
+    again = report("tool.returned", 7)
+    twin_thread.join(timeout=20)
+    assert not twin_thread.is_alive()
+    # the twin was answered only once the held worker had reported again
+    assert again in seen_by_twin[0]
