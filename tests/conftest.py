@@ -1,6 +1,17 @@
 from __future__ import annotations
 
+import hypothesis
 import pytest
+
+# Machines are shared: how fast an example is drawn or run says nothing about the property,
+# so neither the too_slow health check nor a per-example deadline may fail a test (a cold
+# import during the first draw took 1.6 s once in a fresh venv).
+hypothesis.settings.register_profile(
+    "shared_machine",
+    suppress_health_check=[hypothesis.HealthCheck.too_slow],
+    deadline=None,
+)
+hypothesis.settings.load_profile("shared_machine")
 
 pytest_plugins = [
     "tests.fix_world",

@@ -23,8 +23,8 @@ def test_a_step_accepts_exactly_the_catalog_actions() -> None:
     assert spec.NAMES == (
         "kill", "pause", "db_cut", "commit_lost", "commit_dropped", "latency", "pg_restart",
         "pg_failover", "submit_twice", "response_lost", "stream_cut", "tool_cut", "model_cut",
-        "sink_cut", "clock_skew", "term", "dup_owner", "upgrade", "store_cut", "store_response_lost",
-        "server_restart",
+        "sink_cut", "clock_skew", "term", "dup_owner", "upgrade", "store_cut",
+        "store_response_lost", "server_restart",
     )  # fmt: skip
 
 
