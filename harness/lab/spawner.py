@@ -63,6 +63,9 @@ class ForkServer:
                 },
                 text=True,
                 bufsize=1,
+                # A session of its own: a terminal's Ctrl-C (SIGINT to the foreground group)
+                # must not end it under the trials' teardown; it ends when its stdin closes.
+                start_new_session=True,
             )
         except OSError as error:
             self._stderr.close()

@@ -147,11 +147,20 @@ def test_an_interrupted_trial_is_inconclusive_even_when_its_teardown_broke() -> 
     assert checkers.trial_verdict(broken, results) is verdict.Verdict.ERROR
 
 
-def test_sigterm_mid_matrix_keeps_what_ran_and_stores_the_trial_in_flight(
-    tmp_path: pathlib.Path, private_tmp: pathlib.Path
+@pytest.mark.parametrize(
+    "stop",
+    [
+        pytest.param("sigterm", id="sigterm-to-crashcert"),
+        # Ctrl-C in a terminal: SIGINT to the whole foreground process group
+        pytest.param("ctrl-c", id="sigint-to-its-group"),
+    ],
+)
+def test_a_stop_mid_matrix_keeps_what_ran_and_stores_the_trial_in_flight(
+    tmp_path: pathlib.Path, private_tmp: pathlib.Path, stop: str
 ) -> None:
-    """A CI job cancelled mid-matrix (issue 33): the trials that ended keep their verdicts,
-    the one in flight is stored INCONCLUSIVE, nothing more starts, and analyze reads them all."""
+    """A CI job cancelled, or a user's Ctrl-C, mid-matrix (issue 33): the trials that ended
+    keep their verdicts, the one in flight is stored INCONCLUSIVE, nothing more starts, and
+    analyze reads them all."""
     slow = _slow_refund(tmp_path)
     child = subprocess.Popen(
         [
@@ -164,6 +173,7 @@ def test_sigterm_mid_matrix_keeps_what_ran_and_stores_the_trial_in_flight(
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_default_signals,
+        start_new_session=True,  # a group of its own, as a terminal's foreground job
     )
     deadline = time.monotonic() + STARTED_TIMEOUT_S
     # refund's baseline ended, and slow_refund's trial waits on its 30 s lookup.
@@ -175,7 +185,10 @@ def test_sigterm_mid_matrix_keeps_what_ran_and_stores_the_trial_in_flight(
         assert time.monotonic() < deadline, "the matrix never reached slow_refund"
         time.sleep(POLL_S)
     time.sleep(1.0)
-    child.send_signal(signal.SIGTERM)
+    if stop == "sigterm":
+        child.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(child.pid, signal.SIGINT)
     out, err = child.communicate(timeout=STOP_TIMEOUT_S)
     assert child.returncode == 130, (out + err)[-3000:]
     assert "Traceback" not in err
