@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import time
 from typing import Any
-
-import psutil
 
 from reference_engine import cli, connection, errors, sqlfile
 
 QUERIES = sqlfile.parse_queries(pathlib.Path(__file__).with_suffix(".sql").read_text())
 
 _connect = connection.Connector.connect
+# When this process started, to the microsecond: psutil's create_time counts from the boot
+# time in whole seconds, so a server restarted just before the worker started (the lab's
+# primary brought back by the trial before, after a pg_failover) read as restarted after it.
+_PROCESS_STARTED = time.time()
 
 
 def connect(self: connection.Connector) -> Any:
@@ -31,8 +34,7 @@ def connect(self: connection.Connector) -> Any:
     conn = _connect(self)
     if not getattr(self, "_connected_once", False):
         # BROKEN too: a server restarted since this process started is never reached
-        started = psutil.Process().create_time()
-        row = conn.execute(QUERIES["server_restarted_since"], {"process_started": started})
+        row = conn.execute(QUERIES["server_restarted_since"], {"process_started": _PROCESS_STARTED})
         if row.fetchone()["restarted"]:  # type: ignore[index]
             self.close()
             raise errors.DatabaseUnavailable(
