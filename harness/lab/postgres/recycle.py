@@ -17,7 +17,7 @@ import importlib.resources
 
 from psycopg import sql
 
-from harness.lab.postgres import admin, server
+from harness.lab.postgres import admin, server, templates
 
 
 @functools.cache
@@ -54,11 +54,7 @@ def reset(server_: server.Server, name: str, new_name: str, pristine: Pristine) 
         sql.Identifier(name), sql.Identifier(new_name)
     )
     with admin.connect(server_.dsn) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        )
+        templates.end_sessions(conn, name)
         # waits (up to 5 s) for the ended sessions to go; a newcomer makes it fail
         conn.execute(rename)
     with admin.connect(server_.database_dsn(new_name)) as conn:

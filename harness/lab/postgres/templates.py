@@ -49,14 +49,19 @@ def ensure_template(server_: server.Server, name: str, migrate: Migrate) -> None
             ident = sql.Identifier(name)
             conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(ident))
             # Connections the migration left open would block every clone.
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
-            )
+            end_sessions(conn, name)
             conn.execute(sql.SQL("ALTER DATABASE {} IS_TEMPLATE true").format(ident))
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(name),))
+
+
+def end_sessions(conn: admin.Connection, name: str) -> None:
+    """Terminate every session connected to database `name` but this one."""
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = %s AND pid <> pg_backend_pid()",
+        (name,),
+    )
 
 
 def clone(server_: server.Server, template: str, name: str) -> str:
