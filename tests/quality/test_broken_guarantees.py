@@ -10,7 +10,9 @@ latent like test_broken_engines.py's: the broken engine FAILs under the scenario
 faults with the invariant its note names, and PASSes without them.
 
 The engines are written like those of test_broken_engines.py (the reference engine with
-one behaviour replaced) and share its helpers.
+one behaviour replaced) and share its helpers, and its filter:
+`CRASHCERT_QUALITY_ONLY=name,...` starts the trials of these cases alone, a guarantee case
+named by its engine and an incident by its scenario (so one can be hunted by itself).
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS)
         futures: broken.Trials = {}
         for case in CASES:
+            if broken.ONLY and case.engine not in broken.ONLY:
+                continue
             engine = broken.lab_for(base, commands.load(case.description))
             ref = str(case.description.relative_to(broken.REPO))
             faulted = bool(case.faults)
@@ -132,6 +136,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
                     runner.run_trial, lab, spec, out_dir=out / kind / case.engine
                 )
         for case in INCIDENTS:
+            if broken.ONLY and case.scenario not in broken.ONLY:
+                continue
             engine = broken.lab_for(base, commands.load(case.description))
             ref = str(case.description.relative_to(broken.REPO))
             jobs = {
@@ -149,10 +155,16 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _outcome(trials: broken.Trials, name: str, kind: str) -> runner.TrialOutcome:
+    if (name, kind) not in trials:
+        pytest.skip(f"not in CRASHCERT_QUALITY_ONLY={','.join(sorted(broken.ONLY))}")
+    return trials[(name, kind)].result()
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: broken.Case) -> None:
     """... or under the case's own faults, where it carries some."""
-    outcome = trials[(case.engine, broken.BROKEN)].result()
+    outcome = _outcome(trials, case.engine, broken.BROKEN)
     results = broken.by_invariant(outcome)
     if case.faults:  # a fault that never struck proves nothing
         assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
@@ -168,7 +180,7 @@ def test_broken_engine_is_caught_without_faults(trials: broken.Trials, case: bro
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_reference_engine_passes(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.engine, broken.REFERENCE)].result()
+    outcome = _outcome(trials, case.engine, broken.REFERENCE)
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
@@ -177,13 +189,13 @@ def test_guarantee_engine_passes_without_the_fault(
     trials: broken.Trials, case: broken.Case
 ) -> None:
     """A bug of recovery is latent: the fault exposes it, not any clean run."""
-    outcome = trials[(case.engine, broken.CLEAN)].result()
+    outcome = _outcome(trials, case.engine, broken.CLEAN)
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.scenario, broken.BROKEN)].result()
+    outcome = _outcome(trials, case.scenario, broken.BROKEN)
     results = broken.by_invariant(outcome)
     assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
     missed = [i for i in case.catches if results[i].verdict is not verdict.Verdict.FAIL]
@@ -193,11 +205,11 @@ def test_incident_engine_is_caught(trials: broken.Trials, case: broken.Case) -> 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_reference_engine_passes_the_incident(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.scenario, broken.REFERENCE)].result()
+    outcome = _outcome(trials, case.scenario, broken.REFERENCE)
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
 
 
 @pytest.mark.parametrize("case", INCIDENTS, ids=INCIDENT_IDS)
 def test_incident_engine_passes_without_the_fault(trials: broken.Trials, case: broken.Case) -> None:
-    outcome = trials[(case.scenario, broken.CLEAN)].result()
+    outcome = _outcome(trials, case.scenario, broken.CLEAN)
     assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)

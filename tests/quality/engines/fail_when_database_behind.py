@@ -22,15 +22,26 @@ from typing import Any
 
 from reference_engine import cli, errors, reads, transitions
 
-# The cache every worker of the machine shares: run id -> the highest version committed.
-CACHE = pathlib.Path(tempfile.gettempdir()) / f"crashcert-version-cache-{os.getuid()}"
 _fenced = transitions.Transitions._fenced
 _load = reads.load
 
 
+def _cache() -> pathlib.Path:
+    """The cache every worker of the trial shares: run id -> the highest version committed.
+
+    It sits beside the trial's control socket, in the directory the harness makes for the
+    trial and removes after it, so no trial leaves files behind (read per call: a forked
+    worker gets its environment after import).
+    """
+    control = os.environ.get("CRASHCERT_CONTROL")
+    if control:
+        return pathlib.Path(control).parent / "version-cache"
+    return pathlib.Path(tempfile.gettempdir()) / f"crashcert-version-cache-{os.getuid()}"
+
+
 def _cached(run_id: str) -> int:
     try:
-        return int((CACHE / run_id).read_text())
+        return int((_cache() / run_id).read_text())
     except (OSError, ValueError):
         return 0
 
@@ -39,10 +50,11 @@ def _remembering(self: transitions.Transitions, lease: Any, body: Any) -> transi
     mark = _fenced(self, lease, body)
     version = mark.detail.get("frontier_version")
     if isinstance(version, int) and version > _cached(lease.run_id):
-        CACHE.mkdir(mode=0o700, exist_ok=True)
-        scratch = CACHE / f".{lease.run_id}.{os.getpid()}"
+        cache = _cache()
+        cache.mkdir(mode=0o700, exist_ok=True)
+        scratch = cache / f".{lease.run_id}.{os.getpid()}"
         scratch.write_text(str(version))
-        scratch.replace(CACHE / lease.run_id)
+        scratch.replace(cache / lease.run_id)
     return mark
 
 
