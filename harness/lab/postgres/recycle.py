@@ -50,13 +50,10 @@ def reset(server_: server.Server, name: str, new_name: str, pristine: Pristine) 
     """Rename `name` to `new_name` once its sessions are ended, and reset it in place.
     True when it now has the fingerprint of a fresh clone; False (or an error) when it
     must be dropped instead. A rename refused because someone is still connected raises."""
-    rename = sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
-        sql.Identifier(name), sql.Identifier(new_name)
-    )
     with admin.connect(server_.dsn) as conn:
         templates.end_sessions(conn, name)
         # waits (up to 5 s) for the ended sessions to go; a newcomer makes it fail
-        conn.execute(rename)
+        templates.rename_on(conn, name, new_name)
     with admin.connect(server_.database_dsn(new_name)) as conn:
         if pristine.empty_tables:
             tables = sql.SQL(", ").join(sql.SQL(t) for t in pristine.empty_tables)

@@ -93,15 +93,20 @@ def clone(server_: server.Server, template: str, name: str) -> str:
 
 def rename(server_: server.Server, old: str, new: str) -> str:
     """ALTER DATABASE `old` RENAME TO `new` (nobody may be connected); returns the new DSN."""
+    with admin.connect(server_.dsn) as conn:
+        rename_on(conn, old, new)
+    return server_.database_dsn(new)
+
+
+def rename_on(conn: admin.Connection, old: str, new: str) -> None:
+    """The rename on an admin connection the caller already holds."""
     statement = sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
         sql.Identifier(old), sql.Identifier(new)
     )
-    with admin.connect(server_.dsn) as conn:
-        try:
-            conn.execute(statement)
-        except pg_errors.DuplicateDatabase as exc:
-            raise errors.CrashcertError(f"database {new!r} already exists") from exc
-    return server_.database_dsn(new)
+    try:
+        conn.execute(statement)
+    except pg_errors.DuplicateDatabase as exc:
+        raise errors.CrashcertError(f"database {new!r} already exists") from exc
 
 
 def drop(server_: server.Server, name: str) -> None:
