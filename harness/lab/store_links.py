@@ -31,6 +31,11 @@ HOST = proxy.LOOPBACK
 READY_POLL_S = 0.1
 READY_COMMAND_TIMEOUT_S = 10.0
 SERVER_LOGS = "servers"
+# First starts on fresh ports (as embedded Postgres and Toxiproxy do): a port is probed
+# free, then bound by the server a moment later, and in between any process's outbound
+# connection may be given it as its ephemeral port (seen beside two CPU hogs: Temporal's
+# HTTP port taken, the server exited, the trial ERROR).
+PORT_ATTEMPTS = 3
 
 
 def description_of(engine: Any) -> Any | None:
@@ -86,6 +91,30 @@ class StoreServer:
         return f"{HOST}:{self.ports[self._links[name].port]}"
 
     def start(self) -> None:
+        """Start the server and wait until it is ready. A first start whose server exited
+        while another process holds one of its ports is tried again on fresh ports; a
+        restart keeps its ports, since the workers' proxies lead to them."""
+        first = self._starts == 0
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self._start_once()
+                return
+            except errors.EnvironmentProblem:
+                if not first or attempt == PORT_ATTEMPTS - 1 or not self._lost_a_port():
+                    raise
+            log.info("the store server's ports %s were taken: new ports", self.ports)
+            self.ports = {name: embedded.free_port() for name in self._spec.ports}
+
+    def _lost_a_port(self) -> bool:
+        """Whether the server died and some other process now holds one of its ports."""
+        with self._lock:
+            process = self._process
+        if process is None or process.alive:
+            return False
+        process.kill()  # its group too: a child still bound would look like a stranger
+        return any(embedded.port_taken(port) for port in self.ports.values())
+
+    def _start_once(self) -> None:
         values = self._values()
         argv = [part.format(**values) for part in self._spec.command]
         env = adapter.inherited_environment()

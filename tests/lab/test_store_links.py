@@ -7,6 +7,7 @@ from __future__ import annotations
 import pathlib
 import socket
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
@@ -91,6 +92,56 @@ def test_a_server_that_exits_is_an_environment_problem(tmp_path: pathlib.Path) -
     server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
     with pytest.raises(errors.EnvironmentProblem, match="exited before it was ready"):
         server.start()
+
+
+@pytest.fixture
+def stranger() -> Iterator[socket.socket]:
+    """A socket holding a loopback port without listening on it: how an outbound
+    connection holds the ephemeral port it was given."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock
+
+
+def test_a_port_taken_between_the_probe_and_the_bind_moves_the_first_start(
+    tmp_path: pathlib.Path, stranger: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe finds a port free, someone else binds it before the server does: the
+    server exits on EADDRINUSE, and its first start goes on from fresh ports."""
+    taken = stranger.getsockname()[1]
+    probes = iter([taken])
+    fresh = store_links.embedded.free_port
+    monkeypatch.setattr(store_links.embedded, "free_port", lambda: next(probes, None) or fresh())
+    description = _description(server=SERVER, links={"web": {"env": "STORE_URL", "port": "web"}})
+    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
+    assert server.ports == {"web": taken}
+    server.start()
+    try:
+        assert server.ports["web"] != taken and _accepts(server.ports["web"])
+        first = (tmp_path / store_links.SERVER_LOGS / "server-1.log").read_text()
+        assert "Address already in use" in first
+    finally:
+        server.stop()
+
+
+def test_a_restart_keeps_its_ports_even_when_one_was_taken(
+    tmp_path: pathlib.Path,
+) -> None:
+    """After the first start the workers' proxies lead to the server's ports: a restart
+    that cannot bind them is an environment problem, never a quiet move elsewhere."""
+    description = _description(server=SERVER, links={"web": {"env": "STORE_URL", "port": "web"}})
+    server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
+    server.start()
+    port = server.ports["web"]
+    server.kill()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
+            with pytest.raises(errors.EnvironmentProblem, match="exited before it was ready"):
+                server.start()
+        assert server.ports == {"web": port}
+    finally:
+        server.stop()
 
 
 def test_a_server_script_beside_the_description_is_found_from_its_data_directory(
