@@ -56,10 +56,14 @@ class StoreServer:
         self._data = directory / "store"
         self._data.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._logs = directory / SERVER_LOGS
-        self.ports = {name: embedded.free_port() for name in self._spec.ports}
+        self.ports = self._free_ports()
         self._process: processes.Worker | None = None
         self._starts = 0
         self._lock = threading.Lock()
+
+    def _free_ports(self) -> dict[str, int]:
+        """A loopback port the kernel finds free now for each port the server names."""
+        return {name: embedded.free_port() for name in self._spec.ports}
 
     def _values(self) -> dict[str, str]:
         return {
@@ -103,7 +107,7 @@ class StoreServer:
                 if not first or attempt == PORT_ATTEMPTS - 1 or not self._lost_a_port():
                     raise
             log.info("the store server's ports %s were taken: new ports", self.ports)
-            self.ports = {name: embedded.free_port() for name in self._spec.ports}
+            self.ports = self._free_ports()
 
     def _lost_a_port(self) -> bool:
         """Whether the server died and some other process now holds one of its ports."""
