@@ -100,21 +100,31 @@ class Launcher:
         with self._starting:
             if self._closed:
                 raise errors.CrashcertError("the trial's workers are stopped: no new worker")
-            worker_id = worker_id or self._next_id()
-            worker = processes.Worker(
-                worker_id,
-                self._command(),
-                env=self.environment(worker_id),
-                log_dir=self._log_dir,
-                cwd=self._engine.cwd,
-                forkserver=self._forkserver,
-                containment=self.contain(),
-            )
-            self.workers.add(worker)
-            self._recorder.append(
-                history.WorkerEvent(event="started", worker_id=worker_id, pid=worker.pid)
-            )
-            return worker
+            return self._start(worker_id or self._next_id())
+
+    def refill(self) -> processes.Worker | None:
+        """A fresh worker when none is alive, as a supervisor brings one; none once the trial
+        is closing (a fault's heal that runs at teardown, a term's grace, starts nothing)."""
+        with self._starting:
+            if self._closed or self.workers.alive():
+                return None
+            return self._start(self._next_id())
+
+    def _start(self, worker_id: str) -> processes.Worker:
+        worker = processes.Worker(
+            worker_id,
+            self._command(),
+            env=self.environment(worker_id),
+            log_dir=self._log_dir,
+            cwd=self._engine.cwd,
+            forkserver=self._forkserver,
+            containment=self.contain(),
+        )
+        self.workers.add(worker)
+        self._recorder.append(
+            history.WorkerEvent(event="started", worker_id=worker_id, pid=worker.pid)
+        )
+        return worker
 
     def contain(self) -> containment.Containment:
         """The trial's containment, made when its first process starts."""

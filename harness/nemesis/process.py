@@ -37,8 +37,7 @@ class Kill(strike_module.Kind):
 
 def _refill(launcher: Any) -> None:
     """A pool a kill left empty gets a fresh worker, as a supervisor (or a deploy) brings."""
-    if not launcher.workers.alive():
-        launcher.start()
+    launcher.refill()
 
 
 def _restart_same_id(strike: strike_module.Strike) -> None:

@@ -74,3 +74,21 @@ def test_close_waits_for_a_start_in_progress_and_stops_it(tmp_path: pathlib.Path
     closer.join(30)
     assert not closer.is_alive()
     assert len(started) == 1 and not started[0].alive  # stopped by that close
+
+
+def test_refill_starts_a_worker_only_into_an_empty_open_pool(tmp_path: pathlib.Path) -> None:
+    """A kill's or a term's refill, as a supervisor: one fresh worker when none is alive,
+    none beside a live one, and none once the trial is closing (a term's grace can end at
+    teardown; that used to raise in the heal's thread and lose the grace's record)."""
+    launcher = _launcher(tmp_path)
+    try:
+        first = launcher.refill()
+        assert first is not None and first.alive
+        assert launcher.refill() is None
+        first.kill()
+        second = launcher.refill()
+        assert second is not None and second.worker_id != first.worker_id
+    finally:
+        launcher.close()
+    assert launcher.refill() is None
+    assert len(launcher.workers.all()) == 2
