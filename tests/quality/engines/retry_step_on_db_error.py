@@ -27,9 +27,13 @@ def _run_tool(
     declaration: dict[str, Any],
     memo: worker_module.Memo,
 ) -> None:
+    # The lease is checked once, as the step begins; the retry wraps only "call the tool,
+    # then record it", as a retry decorator around the step does. (Checked again inside the
+    # loop, the bug hid whenever the standby took the run over first: after a failover the
+    # promoted database holds no session lock, so that takeover is immediate, a race.)
+    leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
     delay = self._db_backoff()
     while True:
-        leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
         memo.tools_sent.add(call.id)
         result = self.services.run_tool(call.name, call.arguments, call.key, declaration)
         self.reporter.report(
