@@ -31,6 +31,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 
@@ -47,6 +51,7 @@ LOG_TAIL_CHARS = 2000
 AUTH_METHOD = "scram-sha-256"
 PASSWORD_BYTES = 32  # secrets.token_urlsafe: about 43 characters, none that need quoting
 PWFILE_NAME = "superuser.pwfile"
+POLL_S = 0.005  # waiting for a start, stop or promotion: pg_ctl itself looks every 100 ms
 
 # Quick but durable-correct: fsync, synchronous_commit and full_page_writes stay on; what is
 # turned down only costs memory or background work, never durability.
@@ -117,8 +122,8 @@ class EmbeddedServer:
         """`pg_ctl stop -m immediate`: backends die without a checkpoint, like a crash."""
         if not self.is_running():
             raise errors.CrashcertError(f"cannot stop PostgreSQL at {self.root}: not running")
-        result = self._pg_ctl("stop", "-m", "immediate", timeout_s=STOP_TIMEOUT_S)
-        if result.returncode != 0 or self.is_running():
+        result = self._pg_ctl("stop", "-m", "immediate", wait=False, timeout_s=STOP_TIMEOUT_S)
+        if result.returncode != 0 or not self._poll(lambda: not self.is_running(), STOP_TIMEOUT_S):
             raise errors.EnvironmentProblem(
                 f"pg_ctl stop -m immediate failed ({result.returncode}): {result.stdout}"
                 f"{self._log_tail()}"
@@ -130,27 +135,33 @@ class EmbeddedServer:
             raise errors.CrashcertError("cannot start a closed embedded PostgreSQL")
         if self.is_running():
             return
-        result = self._pg_ctl(
-            "start",
-            "-l",
-            str(self.log_path),
-            "-t",
-            str(START_TIMEOUT_S),
-            "-o",
-            f"-p {self._port}",
-            timeout_s=START_TIMEOUT_S + 10,
-        )
-        if result.returncode != 0:
-            raise errors.EnvironmentProblem(
-                f"PostgreSQL did not start on {HOST}:{self._port} (pg_ctl exit "
-                f"{result.returncode}): {result.stdout.strip()}{self._log_tail()}"
-            )
-        admin.wait_until_accepting(self.dsn, timeout_s=START_TIMEOUT_S)
+        args = ["-l", str(self.log_path), "-t", str(START_TIMEOUT_S), "-o", f"-p {self._port}"]
+        starter = subprocess.Popen(self._pg_ctl_command("start", *args, wait=True), **self._spawn)
+        # pg_ctl -w looks every 100 ms; a connection answers the moment the server is up.
+        # pg_ctl still tells a start that failed (a taken port) from one not yet done.
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not admin.accepts_connections(self.dsn):
+            returncode = starter.poll()
+            if (returncode not in (None, 0)) or time.monotonic() > deadline:
+                output = starter.communicate()[0] if returncode is not None else ""
+                starter.kill()
+                raise errors.EnvironmentProblem(
+                    f"PostgreSQL did not start on {HOST}:{self._port} (pg_ctl exit "
+                    f"{returncode}): {output.strip()}{self._log_tail()}"
+                )
+            time.sleep(POLL_S)
+        threading.Thread(target=starter.communicate, daemon=True).start()  # reaps pg_ctl
 
     def promote(self) -> None:
-        """`pg_ctl promote -w`: a standby ends recovery and takes writes (standby.py)."""
-        result = self._pg_ctl("promote", "-t", str(START_TIMEOUT_S), timeout_s=START_TIMEOUT_S + 10)
-        if result.returncode != 0:
+        """`pg_ctl promote`: a standby ends recovery and takes writes (standby.py); returns
+        once it does."""
+        with admin.connect(self.dsn) as conn:
+            result = self._pg_ctl("promote", wait=False, timeout_s=STOP_TIMEOUT_S)
+            promoted = result.returncode == 0 and self._poll(
+                lambda: conn.execute("SELECT NOT pg_is_in_recovery()").fetchone() == (True,),
+                START_TIMEOUT_S,
+            )
+        if not promoted:
             raise errors.EnvironmentProblem(
                 f"pg_ctl promote failed ({result.returncode}): {result.stdout}{self._log_tail()}"
             )
@@ -271,27 +282,54 @@ class EmbeddedServer:
                 if attempt == PORT_ATTEMPTS - 1 or not port_taken(self._port):
                     raise
 
-    def _pg_ctl(self, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self._bindir / "pg_ctl"), *args[:1], "-D", str(self.datadir), "-w", "-s"]
-        return self._run([*cmd, *args[1:]], timeout_s=timeout_s)
+    def _pg_ctl(
+        self, *args: str, timeout_s: float, wait: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return self._run(self._pg_ctl_command(*args, wait=wait), timeout_s=timeout_s)
+
+    def _pg_ctl_command(self, *args: str, wait: bool) -> list[str]:
+        flag = "-w" if wait else "-W"
+        return [
+            str(self._bindir / "pg_ctl"),
+            args[0],
+            "-D",
+            str(self.datadir),
+            flag,
+            "-s",
+            *args[1:],
+        ]
+
+    @property
+    def _spawn(self) -> dict[str, Any]:
+        """How pg_ctl and initdb run: as the server account, in a clean environment."""
+        return {
+            "stdin": subprocess.DEVNULL,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+            "text": True,
+            "cwd": self.root,
+            "env": _server_env(),
+            **accounts.run_kwargs(self._account),
+        }
+
+    @staticmethod
+    def _poll(done: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether `done()` came true within `timeout_s`, asked every POLL_S."""
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_S)
+        return True
 
     def _run(
         self, cmd: list[str], *, timeout_s: float, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
+        spawn = self._spawn
+        if stdin is not None:
+            spawn["stdin"] = None  # run() makes it a pipe for `input`
         try:
-            return subprocess.run(
-                cmd,
-                input=stdin,
-                stdin=subprocess.DEVNULL if stdin is None else None,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=timeout_s,
-                check=False,
-                cwd=self.root,
-                env=_server_env(),
-                **accounts.run_kwargs(self._account),  # type: ignore[call-overload]
-            )
+            return subprocess.run(cmd, input=stdin, timeout=timeout_s, check=False, **spawn)
         except subprocess.TimeoutExpired as exc:
             raise errors.EnvironmentProblem(
                 f"{pathlib.Path(cmd[0]).name} did not finish within {timeout_s:.0f} s"
@@ -302,8 +340,8 @@ class EmbeddedServer:
         if pid is None or not _alive(pid):
             return
         with contextlib.suppress(errors.CrashcertError):
-            self._pg_ctl("stop", "-m", "immediate", timeout_s=STOP_TIMEOUT_S)
-        if not _alive(pid):
+            self._pg_ctl("stop", "-m", "immediate", wait=False, timeout_s=STOP_TIMEOUT_S)
+        if self._poll(lambda: not _alive(pid), STOP_TIMEOUT_S):
             return
         # pg_ctl failed us: kill the postmaster and its backends by PID.
         with contextlib.suppress(psutil.Error):
