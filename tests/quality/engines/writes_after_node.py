@@ -13,7 +13,6 @@ node and duplicates its side effects).
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from reference_engine import cli, decide, leases
 from reference_engine import state as state_module
@@ -27,12 +26,12 @@ def execute(
     lease: leases.Lease,
     run: state_module.RunState,
     action: decide.Action,
-    memo: Any,
+    memo: worker_module.Memo,
 ) -> None:
     if not isinstance(action, decide.StartTool):
         _execute(self, lease, run, action, memo)
         return
-    call = next(call for call in run.tool_calls if call.id == action.command_id)
+    call = worker_module._tool(run, action.command_id)
     leases.ensure_live(self.db, lease, margin_s=self._lease_margin_s)
     # BROKEN: the node runs first; its writes follow it, so a crash in between leaves no trace
     result = self.services.run_tool(call.name, call.arguments, call.key, call.declaration or {})
