@@ -1,11 +1,18 @@
-"""The frontier's payload: a versioned, validated recovery point (`Checkpoint`, v1).
+"""The frontier's payload: a versioned, validated recovery point (`Checkpoint`).
 
 Requester input and model decisions are kept whole; only tool observations may be
 excerpted in this recovery copy (the full body stays in tool_calls.outcome).
+
+Two stored formats, one per release (`python -m reference_engine --release ...`): the
+current release writes and reads format 1; the next release (engine.yaml `upgrade`, with its
+migration sql/next/004) writes format 2, where one model turn's state is nested under
+`turn_state`, and still reads format 1, which runs started before the upgrade carry. A
+process is one release; a format it cannot read fails closed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Literal
 
@@ -13,7 +20,10 @@ import pydantic
 
 from reference_engine import errors
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 1  # the current release's format
+NEXT_FORMAT = 2  # the next release's
+RELEASES = ("current", "next")
+_TURN_STATE = ("turn", "decision", "model_call_id")  # format 2 nests these
 MAX_CHECKPOINT_BYTES = 4 * 1024 * 1024
 MAX_OBSERVATION_BYTES = 256 * 1024
 EXCERPT_BYTES = 16 * 1024
@@ -88,8 +98,36 @@ def initial(messages: list[dict[str, Any]]) -> Checkpoint:
     return Checkpoint(transcript=tuple(messages), turn=0)
 
 
+@dataclasses.dataclass
+class _Formats:
+    """What this process writes, and what it reads (use_release)."""
+
+    writes: int = CHECKPOINT_VERSION
+    reads: frozenset[int] = frozenset({CHECKPOINT_VERSION})
+
+
+_formats = _Formats()
+
+
+def use_release(release: str) -> None:
+    """Make this process the current or the next release (RELEASES)."""
+    if release not in RELEASES:
+        raise errors.ConfigError(f"unknown release {release!r}; one of {', '.join(RELEASES)}")
+    if release == "next":
+        _formats.writes, _formats.reads = NEXT_FORMAT, frozenset({CHECKPOINT_VERSION, NEXT_FORMAT})
+    else:
+        _formats.writes, _formats.reads = CHECKPOINT_VERSION, frozenset({CHECKPOINT_VERSION})
+
+
+def written_format() -> int:
+    """The format `dump` writes, which the frontier's checkpoint_version column names."""
+    return _formats.writes
+
+
 def dump(point: Checkpoint) -> dict[str, Any]:
     payload = point.model_dump(mode="json")
+    if written_format() == NEXT_FORMAT:
+        payload = to_format_2(payload)
     size = len(json.dumps(payload, separators=(",", ":")).encode())
     if size > MAX_CHECKPOINT_BYTES:
         raise errors.CheckpointInvalid(
@@ -103,11 +141,14 @@ def load(payload: Any, *, checkpoint_version: int | None = None) -> Checkpoint:
     if not isinstance(payload, dict):
         raise errors.CheckpointInvalid(f"checkpoint is not an object: {type(payload).__name__}")
     version = payload.get("v")
-    if version != CHECKPOINT_VERSION or checkpoint_version not in (None, CHECKPOINT_VERSION):
+    readable = _formats.reads
+    if version not in readable or checkpoint_version not in (None, version):
         raise errors.CheckpointInvalid(
             f"unknown checkpoint version {version!r} (column {checkpoint_version!r}); "
-            f"this engine reads version {CHECKPOINT_VERSION} only"
+            f"this engine reads version {', '.join(str(v) for v in sorted(readable))} only"
         )
+    if version == NEXT_FORMAT:
+        payload = from_format_2(payload)
     try:
         return Checkpoint.model_validate(payload)
     except pydantic.ValidationError as error:
@@ -116,6 +157,22 @@ def load(payload: Any, *, checkpoint_version: int | None = None) -> Checkpoint:
             for item in error.errors()
         )
         raise errors.CheckpointInvalid(f"malformed checkpoint: {problems}") from None
+
+
+def to_format_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """A format 1 payload in format 2: the turn's state nested, the rest as it was."""
+    rest = {key: value for key, value in payload.items() if key not in _TURN_STATE}
+    return {**rest, "v": NEXT_FORMAT, "turn_state": {key: payload.get(key) for key in _TURN_STATE}}
+
+
+def from_format_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """A format 2 payload as format 1 (what `Checkpoint` validates); a missing or misshapen
+    `turn_state` is left for validation to refuse, never filled with defaults."""
+    state = payload.get("turn_state")
+    if not isinstance(state, dict) or set(state) != set(_TURN_STATE):
+        raise errors.CheckpointInvalid(f"format 2 checkpoint without a whole turn_state: {state!r}")
+    rest = {key: value for key, value in payload.items() if key != "turn_state"}
+    return {**rest, **state, "v": CHECKPOINT_VERSION}
 
 
 def tool_message_content(state: str, outcome: dict[str, Any] | None) -> str:

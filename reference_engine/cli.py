@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from reference_engine import checkpoint as checkpoint_module
 from reference_engine import commands, connection, errors, maintenance, migrations, reads
 from reference_engine import config as config_module
 from reference_engine import inputs as inputs_module
@@ -26,6 +27,13 @@ EXIT_USAGE = 2
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reference_engine", description=__doc__)
     parser.add_argument("--database-url", help="overrides DATABASE_URL")
+    parser.add_argument(
+        "--release",
+        choices=checkpoint_module.RELEASES,
+        default="current",
+        help="run as this release: `next` is the version the harness's upgrade fault "
+        "resumes runs with (checkpoint format 2, migration sql/next/004)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending schema migrations")
     worker = commands.add_parser("worker", help="claim and run runs until SIGTERM")
@@ -60,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     try:
         settings = config_module.from_env(database_url=args.database_url)
+        checkpoint_module.use_release(args.release)
         return _dispatch(args, settings)
     except errors.ConfigError as error:
         print(f"reference_engine: {error}", file=sys.stderr)
@@ -82,7 +91,7 @@ def _dispatch(args: argparse.Namespace, settings: config_module.Settings) -> int
     redact = settings.redact
     try:
         if args.command == "migrate":
-            _print({"applied": migrations.migrate(db)})
+            _print({"applied": migrations.migrate(db, release=args.release)})
         elif args.command == "reconcile":
             _reconcile(db, settings, once=args.once)
         elif args.command == "submit":

@@ -35,7 +35,7 @@ def create_run(
             run_id=run_id,
             phase="model_ready",
             checkpoint=point,
-            checkpoint_version=checkpoint_module.CHECKPOINT_VERSION,
+            checkpoint_version=checkpoint_module.written_format(),
         )
         tx.event(run_id, "run.created", run_key=run_input.run_key)
         tx.event(run_id, "checkpoint.saved", phase="model_ready", version=1)

@@ -61,10 +61,16 @@ def query(name: str) -> str:
         raise errors.ConfigError(f"no query named {name!r} in queries.sql") from None
 
 
-def migrations(directory: pathlib.Path | None = None) -> list[Migration]:
-    directory = directory or SQL_DIR / "migrations"
+def migrations(
+    directory: pathlib.Path | None = None, *, release: str = "current"
+) -> list[Migration]:
+    """The migrations of `release`: sql/migrations, and for the next release sql/next too,
+    numbered on from them."""
+    directories = [directory or SQL_DIR / "migrations"]
+    if release == "next":
+        directories.append(SQL_DIR / "next")
     found: list[Migration] = []
-    for path in sorted(directory.glob("*.sql")):
+    for path in [path for each in directories for path in sorted(each.glob("*.sql"))]:
         match = _MIGRATION.match(path.name)
         if not match:
             raise errors.ConfigError(f"migration file {path.name!r} is not named NNN_name.sql")

@@ -462,7 +462,7 @@ def _advance(
         expected_version=expected_version,
         phase=phase,
         checkpoint=checkpoint_module.dump(point),
-        checkpoint_version=checkpoint_module.CHECKPOINT_VERSION,
+        checkpoint_version=checkpoint_module.written_format(),
     )
     if row is None:
         raise errors.StaleState(

@@ -43,6 +43,7 @@ PACKAGE_DATA = (
     "reference_engine/engine.yaml",
     "reference_engine/sql/queries.sql",
     "reference_engine/sql/migrations/001_init.sql",
+    "reference_engine/sql/next/004_checkpoint_format_2.sql",  # the upgrade's migration
 )
 
 

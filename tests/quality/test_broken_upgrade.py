@@ -3,8 +3,12 @@ release redeploys the world's tools (new fingerprints). replay_across_upgrade's 
 replays a lookup started under N into the lookup's new version: `tool.unknown_outcome`
 catches it under `upgrade@tool.returned#1`, while the same engine PASSes without the fault
 and under a plain kill at the same point (version N recovers correctly: the bug is the next
-version's). The reference engine PASSes the upgrade; an engine with no next version is not
-upgraded (INCONCLUSIVE, never FAIL).
+version's). upgrade_misreads_old_checkpoints' next release reads a run's format 1 checkpoint
+as its own format 2 with a fresh turn: at `upgrade@model.ready#2` it records turn 2's answer
+as turn 0, which `budget.not_restored` catches; it too PASSes without the fault and under a
+kill there. The reference engine PASSes both upgrades, its next release writing format 2
+after the format 1 of version N; an engine with no next version is not upgraded
+(INCONCLUSIVE, never FAIL).
 """
 
 from __future__ import annotations
@@ -33,9 +37,19 @@ CASE = broken.Case(
 )
 # The same point without the upgrade: version N alone recovers.
 KILLED = broken.Case("replay_across_upgrade", "refund", ("kill@tool.returned#1",), ())
+# The next release that reads old checkpoints as its own format.
+MISREAD = broken.Case(
+    "upgrade_misreads_old_checkpoints",
+    "refund",
+    ("upgrade@model.ready#2",),
+    ("budget.not_restored",),
+    says="recorded model call of turn 0",
+)
+MISREAD_KILLED = broken.Case(MISREAD.engine, "refund", ("kill@model.ready#2",), ())
 # An engine whose description names no next version.
 NO_NEXT = broken.Case("ignore_fingerprint", "refund", ("upgrade@tool.returned#1",), ())
 KILL, NO_UPGRADE = "kill", "no_upgrade"
+MISREAD_KINDS = (broken.BROKEN, broken.REFERENCE, broken.CLEAN, KILL)
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +67,34 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             KILL: (engine, broken.spec_for(KILLED, engine_ref=ref)),
             NO_UPGRADE: (other, broken.spec_for(NO_NEXT, engine_ref=other_ref)),
         }
+        misread = broken.lab_for(base, commands.load(MISREAD.description))
+        misread_ref = str(MISREAD.description.relative_to(broken.REPO))
+        misread_jobs = dict(
+            zip(
+                MISREAD_KINDS,
+                (
+                    (misread, broken.spec_for(MISREAD, engine_ref=misread_ref)),
+                    (base, broken.spec_for(MISREAD, engine_ref="reference")),
+                    (misread, broken.spec_for(MISREAD, engine_ref=misread_ref, faults=False)),
+                    (misread, broken.spec_for(MISREAD_KILLED, engine_ref=misread_ref)),
+                ),
+                strict=True,
+            )
+        )
+        everything = {
+            **{(CASE.engine, kind): job for kind, job in jobs.items()},
+            **{(MISREAD.engine, kind): job for kind, job in misread_jobs.items()},
+        }
         with concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS) as pool:
             futures: broken.Trials = {
-                (CASE.engine, kind): pool.submit(runner.run_trial, lab, spec, out_dir=out / kind)
-                for kind, (lab, spec) in jobs.items()
+                key: pool.submit(runner.run_trial, lab, spec, out_dir=out / "-".join(key))
+                for key, (lab, spec) in everything.items()
             }
             yield futures
 
 
-def _outcome(trials: broken.Trials, kind: str) -> runner.TrialOutcome:
-    return trials[(CASE.engine, kind)].result()
+def _outcome(trials: broken.Trials, kind: str, engine: str = CASE.engine) -> runner.TrialOutcome:
+    return trials[(engine, kind)].result()
 
 
 def test_the_next_version_replaying_into_the_new_tool_is_caught(trials: broken.Trials) -> None:
@@ -108,3 +140,30 @@ def test_an_engine_without_a_next_version_is_not_upgraded(trials: broken.Trials)
     applied = results[broken.PLAN_APPLIED]
     assert applied.verdict is verdict.Verdict.INCONCLUSIVE, broken.explain(outcome)
     assert outcome.verdict is verdict.Verdict.INCONCLUSIVE, broken.explain(outcome)
+
+
+def test_the_next_release_misreading_old_checkpoints_is_caught(trials: broken.Trials) -> None:
+    outcome = _outcome(trials, broken.BROKEN, MISREAD.engine)
+    results = broken.by_invariant(outcome)
+    assert results[broken.PLAN_APPLIED].verdict is verdict.Verdict.PASS, broken.explain(outcome)
+    caught = results[MISREAD.catches[0]]
+    assert caught.verdict is verdict.Verdict.FAIL, broken.explain(outcome)
+    assert MISREAD.says in caught.summary, broken.explain(outcome)
+    for kind in (broken.CLEAN, KILL):
+        outcome = _outcome(trials, kind, MISREAD.engine)
+        assert outcome.verdict is verdict.Verdict.PASS, f"{kind}\n{broken.explain(outcome)}"
+
+
+def test_the_reference_next_release_writes_its_format_after_version_ns(
+    trials: broken.Trials,
+) -> None:
+    outcome = _outcome(trials, broken.REFERENCE, MISREAD.engine)
+    assert outcome.verdict is verdict.Verdict.PASS, broken.explain(outcome)
+    tables = outcome.history.engine_tables or {}
+    formats = [row["payload"]["v"] for row in sorted(tables["checkpoints"], key=_version)]
+    # format 1 up to the upgrade, format 2 from the next release's first transition on
+    assert formats == sorted(formats) and formats[0] == 1 and formats[-1] == 2, formats
+
+
+def _version(row: dict[str, object]) -> int:
+    return int(str(row["version"]))
