@@ -62,8 +62,14 @@ def test_the_reference_engine_passes_a_synchronous_failover(
 def test_an_asynchronous_failover_records_the_lost_decision_and_excuses_its_repeat(
     lab: shared.Lab, tmp_path: pathlib.Path
 ) -> None:
-    """The decision of turn 0 is acknowledged while WAL shipping is paused, then lost: the
-    engine, reconnected to the promoted standby, rightly asks the model again."""
+    """The decision of turn 0 is acknowledged while WAL shipping is paused, then lost. Two
+    correct recoveries race, and the test holds each to what it must show:
+    - the other worker takes the run first (the promoted database holds no session lock),
+      finds the model call open and rightly asks the model again: a repeat whose FAILs are
+      excused, INCONCLUSIVE and naming the lost commit;
+    - the worker that lost the commit gets back first, still holding the answer it had, and
+      commits the decision again without asking: one request, and nothing to excuse.
+    Which one wins is timing (a faster promotion favours the second); neither is a bug."""
     outcome = run(lab, tmp_path, "pg_failover@tools.pending#1?sync=0")
     record = promotion(outcome)
     assert record.observed["behind"] is True, record.note
@@ -76,8 +82,17 @@ def test_an_asynchronous_failover_records_the_lost_decision_and_excuses_its_repe
     for result in outcome.failing:
         assert result.verdict is V.INCONCLUSIVE, explain(outcome)
         assert "tools.pending#1" in result.summary
-    # the repeat it made is there to be excused: the turn was asked twice
-    assert sum(1 for request in outcome.history.model if request.turn == 0) == 2
+    asked = [request for request in outcome.history.model if request.turn == 0]
+    decided = [hit for hit in outcome.history.boundary_hits() if hit.point == "tools.pending"]
+    if len(asked) == 2:  # asked again: the repeat is there, and excused
+        assert judged["model.once_after_decision"].verdict is V.INCONCLUSIVE, explain(outcome)
+    else:  # the holder committed its answer again, by the same worker, without asking
+        assert len(asked) == 1, explain(outcome)
+        assert outcome.verdict is V.PASS, explain(outcome)
+        lost, again = decided[0], decided[1]
+        assert (lost.occurrence, again.occurrence) == (1, 2)
+        assert again.worker_id == lost.worker_id
+        assert not [r for r in outcome.history.model if lost.seq < r.seq < again.seq]
 
 
 def test_an_asynchronous_failover_after_the_refund_keeps_it_single(
