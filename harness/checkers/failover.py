@@ -12,6 +12,9 @@ and redoing it is the right recovery, not a repeat. So (harness/CONTRACT.md sect
 - `tool.at_most_once` stays strict for a tool that honours idempotency keys, unless a
   decision (`tools.pending`, `reply.ready`) was lost: the key lives in the decision,
   which outlives the failover, so a second effect means a second key the engine minted;
+- `run.single_submit` stays strict, except where the purge of the key's run was lost and
+  no client resubmitted: the run the engine still has is the one a request reusing the
+  key is answered with (the purged run came back with the promoted standby);
 - any other FAIL becomes INCONCLUSIVE, naming the lost transitions: it may rest on them.
 
 A PASS stays a PASS; a trial that lost nothing is judged as any other.
@@ -24,9 +27,11 @@ import collections
 from harness.checkers import approval, effects, facts, liveness, submit, tools, verdict
 from harness.contract import boundaries
 from harness.record import history as history_module
+from harness.record import resubmit
 
 ACTION = "pg_failover"
 STRICT = frozenset({liveness.INVARIANT, effects.INVARIANT, submit.INVARIANT, approval.INVARIANT})
+PURGED = boundaries.RETENTION[0]  # run.purged: the purge committed
 
 
 def lost(history: history_module.TrialHistory) -> list[str]:
@@ -52,7 +57,9 @@ def excuse(
 def _judged(
     history: history_module.TrialHistory, result: verdict.CheckResult, gone: list[str]
 ) -> verdict.CheckResult:
-    if result.verdict is not verdict.Verdict.FAIL or result.invariant in STRICT:
+    if result.verdict is not verdict.Verdict.FAIL:
+        return result
+    if result.invariant in STRICT and not _purge_forgotten(history, result, gone):
         return result
     if result.invariant == tools.AT_MOST_ONCE:
         if (repeated := keyed_repeats(history)) and not _decision_lost(gone):
@@ -92,6 +99,18 @@ def keyed_repeats(history: history_module.TrialHistory) -> list[str]:
     return [
         str(call) for call, count in applied.items() if count > facts.scripted_count(history, call)
     ]
+
+
+def _purge_forgotten(
+    history: history_module.TrialHistory, result: verdict.CheckResult, gone: list[str]
+) -> bool:
+    """A run.single_submit FAIL whose only ground is a purge the failover lost: no client
+    resubmitted, so every failure is about the request that reused the purged key."""
+    return (
+        result.invariant == submit.INVARIANT
+        and any(label.partition("#")[0] == PURGED for label in gone)
+        and not [fault for fault in history.faults() if fault.action == resubmit.ACTION]
+    )
 
 
 def _decision_lost(gone: list[str]) -> bool:

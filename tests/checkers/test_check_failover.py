@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers import failover, judge, liveness, model, tools, verdict
+from harness.checkers import failover, judge, liveness, model, submit, tools, verdict
 from harness.record import history as history_module
-from tests.checkers import builders
+from tests.checkers import builders, test_check_submit
 
 V = verdict.Verdict
 
@@ -101,3 +101,34 @@ def test_liveness_stays_strict_whatever_was_lost() -> None:
     judged = results(history)[liveness.INVARIANT]
     assert judged.verdict is V.FAIL
     assert liveness.INVARIANT in failover.STRICT
+
+
+def purge_lost(*, lost: list[str], resubmitted: bool = False) -> history_module.TrialHistory:
+    """The run finished and was purged (run.purged#1); the failover lost the purge, and a
+    new request under the key was answered by the run the promoted standby still had."""
+    trial = builders.clean_trial()
+    purged = trial.hit("run.purged", worker=None)
+    _failover(trial, purged, lost=lost, sync=False)
+    if resubmitted:
+        test_check_submit.resubmit(trial, "after_finish", answered=builders.RUN_ID)
+    test_check_submit.reused_key(trial, answered=builders.RUN_ID)
+    return trial.build()
+
+
+def test_a_reused_key_answered_by_a_purged_run_the_failover_brought_back_is_inconclusive() -> None:
+    history = purge_lost(lost=["run.purged#1"])
+    # The checker alone sees the purged run answer the new request ...
+    assert submit.check(history).verdict is V.FAIL
+    # ... the judge knows the promoted standby never had the purge.
+    judged = results(history)[submit.INVARIANT]
+    assert judged.verdict is V.INCONCLUSIVE, judged
+    assert "lost acknowledged commits (run.purged#1)" in judged.summary
+    assert "was answered by the purged run run-1" in judged.summary
+
+
+def test_a_reused_key_stays_strict_when_the_purge_was_not_what_was_lost() -> None:
+    judged = results(purge_lost(lost=["reply.sent#1"]))[submit.INVARIANT]
+    assert judged.verdict is V.FAIL, judged
+    # nor is a client's resubmit excused by a lost purge: a second run stays a second run
+    judged = results(purge_lost(lost=["run.purged#1"], resubmitted=True))[submit.INVARIANT]
+    assert judged.verdict is V.FAIL, judged
