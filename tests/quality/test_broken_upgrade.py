@@ -49,7 +49,6 @@ MISREAD_KILLED = broken.Case(MISREAD.engine, "refund", ("kill@model.ready#2",), 
 # An engine whose description names no next version.
 NO_NEXT = broken.Case("ignore_fingerprint", "refund", ("upgrade@tool.returned#1",), ())
 KILL, NO_UPGRADE = "kill", "no_upgrade"
-MISREAD_KINDS = (broken.BROKEN, broken.REFERENCE, broken.CLEAN, KILL)
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +68,12 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         }
         misread = broken.lab_for(base, commands.load(MISREAD.description))
         misread_ref = str(MISREAD.description.relative_to(broken.REPO))
-        misread_jobs = dict(
-            zip(
-                MISREAD_KINDS,
-                (
-                    (misread, broken.spec_for(MISREAD, engine_ref=misread_ref)),
-                    (base, broken.spec_for(MISREAD, engine_ref="reference")),
-                    (misread, broken.spec_for(MISREAD, engine_ref=misread_ref, faults=False)),
-                    (misread, broken.spec_for(MISREAD_KILLED, engine_ref=misread_ref)),
-                ),
-                strict=True,
-            )
-        )
+        misread_jobs = {
+            broken.BROKEN: (misread, broken.spec_for(MISREAD, engine_ref=misread_ref)),
+            broken.REFERENCE: (base, broken.spec_for(MISREAD, engine_ref="reference")),
+            broken.CLEAN: (misread, broken.spec_for(MISREAD, engine_ref=misread_ref, faults=False)),
+            KILL: (misread, broken.spec_for(MISREAD_KILLED, engine_ref=misread_ref)),
+        }
         everything = {
             **{(CASE.engine, kind): job for kind, job in jobs.items()},
             **{(MISREAD.engine, kind): job for kind, job in misread_jobs.items()},
