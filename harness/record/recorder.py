@@ -32,11 +32,13 @@ class Recorder:
     ) -> history.BoundaryHit | None:
         """Block until a recorded hit satisfies `predicate` (a signal, not a sleep loop)."""
         deadline = time.monotonic() + timeout
+        seen = 0  # events are only appended: each wake-up looks at the new ones alone
         with self._changed:
             while True:
-                for event in self._events:
+                for event in self._events[seen:]:
                     if isinstance(event, history.BoundaryHit) and predicate(event):
                         return event
+                seen = len(self._events)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
