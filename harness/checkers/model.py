@@ -201,39 +201,55 @@ def _none_answered(every: list[ledger.ModelRequest], passed: str) -> str:
     return f"no model request was answered ({len(every)} refused or failed), none over the count"
 
 
-def _window_interruptions(
-    history: history_module.TrialHistory, start: float, end: float
-) -> list[str]:
-    """Interruptions of a model window: faults active in it, and claims no fault explains."""
-    faults = [item for item in facts.interruptions(history) if item.overlaps(start, end)]
-    described = [item.describe() for item in faults]
-    unpaired = sorted(faults, key=lambda item: item.start)
-    for claim in facts.recoveries(history):
-        if not start < claim.t < end:
-            continue
-        causes = [item for item in unpaired if item.start <= claim.t]
-        if causes:
-            unpaired.remove(causes[-1])  # this claim is the recovery from that fault
-        else:
-            described.append(f"recovery {facts.describe_hit(claim)}")
-    return described
+@dataclasses.dataclass(frozen=True)
+class _Windows:
+    """What every turn's model window is judged against, gathered once per history."""
 
+    requests: list[ledger.ModelRequest]
+    pending_at: list[float]  # when model.pending hits of this run were reported
+    interruptions: list[facts.Interruption]
+    recoveries: list[history_module.BoundaryHit]
 
-def _window_start(history: history_module.TrialHistory, first: ledger.ModelRequest) -> float:
-    """When turn `first.turn`'s model window opened: its earliest model.pending hit after
-    the previous turn's last request, or the first request itself when none was reported.
+    @classmethod
+    def of(cls, history: history_module.TrialHistory) -> _Windows:
+        return cls(
+            requests=facts.model_requests(history),
+            pending_at=[
+                hit.t
+                for hit in facts.run_hits(history)
+                if boundaries.base_name(facts.point(hit)) == "model.pending"
+            ],
+            interruptions=facts.interruptions(history),
+            recoveries=facts.recoveries(history),
+        )
 
-    A fault at model.pending (before the request leaves) may still cost one extra call:
-    the interrupted worker can survive (pause) and send its request late.
-    """
-    earlier = [r.t for r in facts.model_requests(history) if r.turn < first.turn]
-    after = max(earlier, default=-math.inf)
-    opened = [
-        hit.t
-        for hit in facts.run_hits(history)
-        if boundaries.base_name(facts.point(hit)) == "model.pending" and after < hit.t <= first.t
-    ]
-    return min([*opened, first.t])
+    def interrupted(self, start: float, end: float) -> list[str]:
+        """Interruptions of a model window: faults active in it, and claims no fault
+        explains."""
+        faults = [item for item in self.interruptions if item.overlaps(start, end)]
+        described = [item.describe() for item in faults]
+        unpaired = sorted(faults, key=lambda item: item.start)
+        for claim in self.recoveries:
+            if not start < claim.t < end:
+                continue
+            causes = [item for item in unpaired if item.start <= claim.t]
+            if causes:
+                unpaired.remove(causes[-1])  # this claim is the recovery from that fault
+            else:
+                described.append(f"recovery {facts.describe_hit(claim)}")
+        return described
+
+    def start(self, first: ledger.ModelRequest) -> float:
+        """When turn `first.turn`'s model window opened: its earliest model.pending hit after
+        the previous turn's last request, or the first request itself when none was reported.
+
+        A fault at model.pending (before the request leaves) may still cost one extra call:
+        the interrupted worker can survive (pause) and send its request late.
+        """
+        earlier = [r.t for r in self.requests if r.turn < first.turn]
+        after = max(earlier, default=-math.inf)
+        opened = [t for t in self.pending_at if after < t <= first.t]
+        return min([*opened, first.t])
 
 
 def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
@@ -266,13 +282,14 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"(final status {status})"
             )
     found = decisions(history)
+    windows = _Windows.of(history)
     counted: list[str] = []
     for turn, requests in answered.items():
-        start = _window_start(history, requests[0])
+        start = windows.start(requests[0])
         decision = found.get(turn)
         later = [request.t for request in every if request.turn > turn]
         end = decision.t if decision else min(later, default=math.inf)
-        interrupted = _window_interruptions(history, start, end)
+        interrupted = windows.interrupted(start, end)
         allowed = 1 + len(interrupted)
         seqs = ", ".join(str(request.seq) for request in requests)
         line = (
