@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 from harness import errors
+from harness.lab import proxy_ports
 from harness.lab.postgres import dsn as pg_dsn
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -41,6 +42,9 @@ TOXIC_TYPES = (
 )
 
 HTTP_NOT_FOUND = 404
+# Toxiproxy's answer when the listen port is someone else's (Go's net.Listen error text).
+ADDRESS_IN_USE = "address already in use"
+PORT_TRIES = 20
 
 Stream = typing.Literal["downstream", "upstream"]
 Json = typing.Any
@@ -119,6 +123,8 @@ class Toxiproxy:
         self.port = port
         self.timeout_s = timeout_s
         self.ledger = Ledger()
+        ports = proxy_ports.below_ephemeral()
+        self.ports = None if ports is None else proxy_ports.PortBook(ports)
 
     @property
     def api_url(self) -> str:
@@ -135,25 +141,42 @@ class Toxiproxy:
         return True
 
     def create(
-        self, name: str, upstream: str = f"{LOOPBACK}:5432", *, listen: str = f"{LOOPBACK}:0"
+        self, name: str, upstream: str = f"{LOOPBACK}:5432", *, listen: str | None = None
     ) -> Proxy:
-        """A new enabled proxy, on a free loopback port by default; never beyond loopback:
-        a proxy in front of the lab's Postgres must not republish it to the network."""
-        if not listens_on_loopback(listen):
+        """A new enabled proxy, on a loopback port of its own by default (one it keeps while
+        cut: harness/lab/proxy_ports.py); never beyond loopback: a proxy in front of the
+        lab's Postgres must not republish it to the network."""
+        if listen is not None and not listens_on_loopback(listen):
             raise errors.CrashcertError(
                 f"proxy {name!r}: listen address {listen!r} is not loopback (127.0.0.1)"
             )
-        body = {"name": name, "upstream": upstream, "listen": listen, "enabled": True}
         self.ledger.claim(name)
-        try:
-            made = Proxy(self, self._request("POST", "/proxies", body))
-        except errors.EnvironmentProblem:
-            raise  # no answer: it may exist, so the name stays claimed (never foreign)
-        except errors.CrashcertError:
-            self.ledger.forget(name)  # refused: not ours (a 409 means someone else's)
-            raise
-        self.ledger.record(made)
-        return made
+        book = None if listen is not None else self.ports
+        for _ in range(PORT_TRIES):
+            port = None if book is None else book.take(name)
+            address = listen or f"{LOOPBACK}:{port or 0}"
+            body = {"name": name, "upstream": upstream, "listen": address, "enabled": True}
+            try:
+                made = Proxy(self, self._request("POST", "/proxies", body))
+            except errors.EnvironmentProblem:
+                raise  # no answer: it may exist, so name and port stay claimed (never foreign)
+            except errors.CrashcertError as error:
+                if book is not None and ADDRESS_IN_USE in str(error):
+                    book.refused(name)
+                    continue
+                self._forget(name)  # refused: not ours (a 409 means someone else's)
+                raise
+            self.ledger.record(made)
+            return made
+        self._forget(name)
+        raise errors.EnvironmentProblem(
+            f"proxy {name!r}: {PORT_TRIES} ports in a row were taken by other processes"
+        )
+
+    def _forget(self, name: str) -> None:
+        self.ledger.forget(name)
+        if self.ports is not None:
+            self.ports.release(name)
 
     def get(self, name: str) -> Proxy:
         return Proxy(self, self._request("GET", f"/proxies/{name}"))
@@ -169,7 +192,7 @@ class Toxiproxy:
     def delete(self, name: str) -> None:
         """Delete a proxy by name; one already gone is fine."""
         self._request("DELETE", f"/proxies/{name}", missing_ok=True)
-        self.ledger.forget(name)
+        self._forget(name)
 
     def reset(self) -> None:
         """Enable every proxy and remove every toxic."""
