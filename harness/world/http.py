@@ -14,6 +14,7 @@ real, only its answer is lost (harness/nemesis/world_trigger.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.server
 import json
@@ -26,7 +27,7 @@ import struct
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from harness.world import auth
@@ -96,8 +97,9 @@ class Fate:
         return max(0, min(wanted, total - 1))
 
 
-class _Slot:
-    """The fate of the response a request thread is serving, when a hook decided one."""
+class Slot:
+    """The fate of the response a request thread is serving, when a hook decided one (this
+    server's threads, or the thread another server (MCP) serves a request on: `serving`)."""
 
     fate: Fate | None = None
 
@@ -105,10 +107,20 @@ class _Slot:
 _serving = threading.local()
 
 
+@contextlib.contextmanager
+def serving(slot: Slot) -> Iterator[None]:
+    """While the current thread serves a request whose fate `slot` keeps (lose_response)."""
+    _serving.slot = slot
+    try:
+        yield
+    finally:
+        _serving.slot = None
+
+
 def lose_response(fate: Fate) -> bool:
     """From a world hook, in the request's thread: the response being served meets `fate`.
     False when this thread serves no JsonServer request (nothing here can lose it)."""
-    slot: _Slot | None = getattr(_serving, "slot", None)
+    slot: Slot | None = getattr(_serving, "slot", None)
     if slot is None:
         return False
     slot.fate = fate
@@ -415,7 +427,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
         )
-        slot = _serving.slot = _Slot()
+        slot = _serving.slot = Slot()
         try:
             response = self._app.handle(request)
         except Abandon:

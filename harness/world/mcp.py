@@ -20,10 +20,14 @@ serves MCP.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import socket
+import struct
 import threading
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -107,6 +111,65 @@ def _guarded(app: Asgi, guard: auth.Guard) -> Asgi:
     return guarded
 
 
+# The fate of the HTTP request being served, seen by its tools/call handler (the MCP
+# server's tasks for a request run in a copy of the request's context).
+_request_slot: contextvars.ContextVar[http.Slot | None] = contextvars.ContextVar(
+    "crashcert_mcp_slot", default=None
+)
+
+
+def _losing(app: Asgi, stopping: threading.Event) -> Asgi:
+    """The app, with each request's response lost when a world hook says so while its
+    tools/call runs (response_lost over MCP): the effect is real, nothing of the answer
+    leaves. `reset` aborts the connection with RST; `hang` holds it until the client gives up,
+    the world stops, or http.HANG_MAX_S, then resets it."""
+
+    async def losing(scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        slot = http.Slot()
+        token = _request_slot.set(slot)
+
+        async def send_or_lose(message: MutableMapping[str, Any]) -> None:
+            if slot.fate is None:
+                await send(message)
+                return
+            if message["type"] == "http.response.start":
+                await _lose(send, slot.fate, stopping)
+            # nothing of a lost response leaves, not even its body
+
+        try:
+            await app(scope, receive, send_or_lose)
+        finally:
+            _request_slot.reset(token)
+
+    return losing
+
+
+async def _lose(send: Any, fate: http.Fate, stopping: threading.Event) -> None:
+    # uvicorn's `send` is a method of the request's cycle, which holds the connection.
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        logger.warning("MCP response to lose, but no transport to reset: sent nothing")
+        return
+    logger.debug("world service tools (MCP): response lost (%s)", fate.how)
+    if fate.how == "hang":
+        deadline = time.monotonic() + http.HANG_MAX_S
+        while not transport.is_closing() and not stopping.is_set():
+            if time.monotonic() >= deadline:
+                break
+            await anyio.sleep(http.HANG_POLL_S)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+    # Let the loop run the connection's loss, so uvicorn sees a client gone (no 500 to
+    # send, no "returned without starting response") when the app returns.
+    await anyio.sleep(0)
+
+
 def _body(response: http.Response) -> dict[str, Any]:
     body = response.body if isinstance(response.body, dict) else {"result": response.body}
     return {"status": response.status, **body}
@@ -121,6 +184,7 @@ class McpToolServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
+        self._stopping = threading.Event()  # ends a held (hang) response
 
     @property
     def url(self) -> str:
@@ -141,7 +205,8 @@ class McpToolServer:
         ).streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True, host=http.HOST
         )
-        served: Any = app if self.guard is None else _guarded(app, self.guard)
+        losing = _losing(app, self._stopping)
+        served: Any = losing if self.guard is None else _guarded(losing, self.guard)
         # Bound and listening before the thread starts: a client that comes early waits in
         # the backlog instead of being refused, so start() need not wait for uvicorn.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -173,6 +238,7 @@ class McpToolServer:
         server, thread = self._server, self._thread
         if server is None or thread is None:
             return
+        self._stopping.set()
         server.should_exit = True
         thread.join(STOP_JOIN_TIMEOUT_S)
         if thread.is_alive():
@@ -200,13 +266,17 @@ class McpToolServer:
     ) -> mcp_types.CallToolResult:
         key = (params.meta or {}).get(KEY_META)
         arguments = {} if params.arguments is None else params.arguments
-        # Latency, hangs and hooks block: a thread keeps the loop serving other calls.
-        response = await anyio.to_thread.run_sync(
-            self.services.call,
-            params.name,
-            key if isinstance(key, str) and key else None,
-            arguments,
-        )
+        # Latency, hangs and hooks block: a thread keeps the loop serving other calls. The
+        # thread serves in the request's slot, so a hook can have its response lost.
+        slot = _request_slot.get()
+
+        def call() -> http.Response:
+            with contextlib.nullcontext() if slot is None else http.serving(slot):
+                return self.services.call(
+                    params.name, key if isinstance(key, str) and key else None, arguments
+                )
+
+        response = await anyio.to_thread.run_sync(call)
         body = _body(response)
         return mcp_types.CallToolResult(
             content=[mcp_types.TextContent(text=json.dumps(body))],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -20,7 +21,7 @@ from harness import errors
 from harness.lab import processes
 from harness.scenario import schema
 from harness.world import hooks as hooks_module
-from harness.world import ledger
+from harness.world import http, ledger
 from harness.world import mcp as world_mcp
 from harness.world import world as world_module
 from reference_engine import mcp_tools, services
@@ -263,3 +264,47 @@ def test_http_is_the_default_and_an_unknown_transport_is_refused(
     assert "CRASHCERT_TOOLS_MCP_URL" not in world.env()
     with pytest.raises(errors.CrashcertError, match="tools_transport"):
         schema.parse(_scenario("grpc", refund={}), source="t")
+
+
+def _losing_world(make_world: fix_world.MakeWorld, fate: http.Fate) -> world_module.World:
+    """A world whose effect hook has the first tools/call answer meet `fate`, as
+    response_lost does (harness/nemesis/world_trigger.py)."""
+    lost: list[bool] = []
+
+    def hook(entry: ledger.ToolEffect) -> None:
+        if not lost:
+            lost.append(http.lose_response(fate))
+
+    hooks = hooks_module.WorldHooks(tool_effect_applied=hook)
+    world = make_world(_scenario("mcp", refund={"behaviour": {"result": 1}}), hooks=hooks)
+    world.lost = lost  # type: ignore[attr-defined]
+    return world
+
+
+def test_a_lost_response_is_reset_after_the_effect(make_world: fix_world.MakeWorld) -> None:
+    """response_lost over MCP: the effect is recorded, the connection is reset before any
+    answer leaves, and the engine's client reads no answer (it may have been applied)."""
+    world = _losing_world(make_world, http.Fate("reset"))
+    client = mcp_tools.McpTools(world.tools_mcp_url or "", timeout_s=10)
+
+    with pytest.raises(services.NoAnswer):
+        client.call("refund", b"{}", "k1")
+
+    assert world.lost == [True]  # type: ignore[attr-defined]
+    assert [e.key for e in world.snapshot().tool_effects()] == ["k1"]
+    assert client.call("refund", b"{}", "k2").status_code == 200  # the server serves on
+
+
+def test_a_hung_lost_response_waits_for_the_client_to_give_up(
+    make_world: fix_world.MakeWorld,
+) -> None:
+    world = _losing_world(make_world, http.Fate("hang"))
+    client = mcp_tools.McpTools(world.tools_mcp_url or "", timeout_s=0.5)
+
+    started = time.monotonic()
+    with pytest.raises(services.NoAnswer):
+        client.call("refund", b"{}", "k1")
+
+    assert time.monotonic() - started >= 0.5  # held until the client's own timeout
+    assert world.lost == [True]  # type: ignore[attr-defined]
+    assert [e.key for e in world.snapshot().tool_effects()] == ["k1"]
