@@ -1,7 +1,7 @@
 """`--jobs auto`: the glue between the trial pool and the pure controller (concurrency.py).
 
-After each trial it reads the machine (CPU pressure, load average) and the trial's worker
-start to first boundary, and keeps as many trials in flight as the controller says.
+After each trial it reads the machine (CPU pressure, load average, idle CPU) and the trial's
+worker start to first boundary, and keeps as many trials in flight as the controller says.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pathlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,47 @@ def pressure(path: pathlib.Path = PRESSURE) -> float | None:
     return None
 
 
+STAT = pathlib.Path("/proc/stat")
+IDLE_WINDOW_S = 2.0  # shorter spans see one trial's burst, not the machine
+
+
+class IdleMeter:
+    """The share of CPU time idle (idle and iowait, all CPUs) over the last IDLE_WINDOW_S or
+    more, from /proc/stat; None until one window has passed, or where there is no such file."""
+
+    def __init__(
+        self, path: pathlib.Path = STAT, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._path = path
+        self._clock = clock
+        self._last: tuple[float, int, int] | None = None  # (when, idle, total) ticks
+        self._value: float | None = None
+
+    def __call__(self) -> float | None:
+        ticks = self._ticks()
+        if ticks is None:
+            return None
+        now = self._clock()
+        if self._last is None:
+            self._last = (now, *ticks)
+        elif now - self._last[0] >= IDLE_WINDOW_S:
+            total = ticks[1] - self._last[2]
+            if total > 0:
+                self._value = (ticks[0] - self._last[1]) / total
+            self._last = (now, *ticks)
+        return self._value
+
+    def _ticks(self) -> tuple[int, int] | None:
+        try:
+            fields = self._path.read_text().split("\n", 1)[0].split()
+            # cpu user nice system idle iowait irq softirq steal (guest is within user)
+            user, nice, system, idle, iowait, irq, softirq, steal = map(int, fields[1:9])
+        except (OSError, ValueError):
+            return None
+        busy = user + nice + system + irq + softirq + steal
+        return idle + iowait, busy + idle + iowait
+
+
 def load_per_core(count: int) -> float | None:
     try:
         return os.getloadavg()[0] / max(1, count)
@@ -70,11 +112,12 @@ class Auto:
         self,
         controller: concurrency.Controller | None = None,
         *,
-        machine: Callable[[], tuple[float | None, float | None]] | None = None,
+        machine: Callable[[], tuple[float | None, float | None, float | None]] | None = None,
     ) -> None:
         count = cores()
         self.controller = controller or concurrency.Controller(count)
-        self._machine = machine or (lambda: (pressure(), load_per_core(count)))
+        idle = IdleMeter()
+        self._machine = machine or (lambda: (pressure(), load_per_core(count), idle()))
 
     @property
     def cap(self) -> int:
@@ -82,8 +125,8 @@ class Auto:
 
     def finished(self, result: object) -> concurrency.Decision:
         measured = latency(result) if isinstance(result, runner.TrialOutcome) else None
-        cpu, load = self._machine()
-        sample = concurrency.Sample(pressure=cpu, load=load, latency=measured)
+        cpu, load, idle = self._machine()
+        sample = concurrency.Sample(pressure=cpu, load=load, latency=measured, idle=idle)
         return self.controller.observe(sample)
 
     def run(

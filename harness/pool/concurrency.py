@@ -1,14 +1,15 @@
 """`--jobs auto`: how many trials run at once, decided by measured load rather than cores.
 
-Pure: it is fed one sample per finished trial and answers with the number of trials to
-keep in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait
-(on leases, on the world), so cores say little; what says the machine is full is CPU
-pressure (/proc/pressure/cpu, `some avg10`), the load average per core, and the trials
-themselves getting slower: a worker's start to its first boundary is CPU work (fork,
-imports, a connection), so it grows when the machine is busy. It starts at START, grows by
-one while every signal says there is room and shrinks by one when one says busy, never
-above `cap` nor below 1. After each change it waits for `limit` trials to finish, so that
-it judges trials that ran at the new level (and one busy spell is not counted twice).
+Pure: it is fed one sample per finished trial and answers with the number of trials to keep
+in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait (on leases,
+on the world), so cores say little; what says the machine is full is CPU pressure
+(/proc/pressure/cpu, `some avg10`), the load average per core, the share of CPU time left
+idle, and the trials themselves getting slower: a worker's start to its first boundary is
+CPU work (fork, imports, a connection), so it grows when the machine is busy. Room needs
+idle CPU where that is measured (pressure and load otherwise). It starts at START, grows by
+one while every signal says there is room and shrinks by one when one says busy, never above
+`cap` nor below 1. After each change it waits for `limit` trials to finish, so that it
+judges trials that ran at the new level (and one busy spell is not counted twice).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ PRESSURE_ROOM = 30.0
 # One-minute load average per core.
 LOAD_BUSY = 2.0
 LOAD_ROOM = 1.25
+# The share of CPU time idle since the previous trial ended (/proc/stat): where it is known
+# it decides room, since pressure and load read high on 2 cores while half the CPU idles
+# (trials wake several processes at once; Postgres's fsync waits count in the load).
+IDLE_ROOM = 0.30
+IDLE_BUSY = 0.05
 # Worker start to first boundary, as a multiple of the first trials' median.
 SLOWER_BUSY = 2.0
 SLOWER_ROOM = 1.4
@@ -38,6 +44,7 @@ class Sample:
     pressure: float | None = None  # CPU `some avg10`, percent
     load: float | None = None  # one-minute load average divided by cores
     latency: float | None = None  # the trial's worker start to first boundary, seconds
+    idle: float | None = None  # share of CPU time idle since the previous sample, 0 to 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,15 +97,20 @@ class Controller:
             return f"CPU pressure {sample.pressure:.0f}%"
         if sample.load is not None and sample.load >= LOAD_BUSY:
             return f"load {sample.load:.1f} per core"
+        if sample.idle is not None and sample.idle < IDLE_BUSY:
+            return f"CPU {100 * (1 - sample.idle):.0f}% busy"
         slowdown = self._slowdown()
         if slowdown is not None and slowdown >= SLOWER_BUSY:
             return f"trials start {slowdown:.1f}x slower"
         return None
 
     def _room(self, sample: Sample) -> bool:
-        if sample.pressure is not None and sample.pressure >= PRESSURE_ROOM:
-            return False
-        if sample.load is not None and sample.load >= LOAD_ROOM:
+        if sample.idle is not None:
+            if sample.idle < IDLE_ROOM:
+                return False
+        elif (sample.pressure is not None and sample.pressure >= PRESSURE_ROOM) or (
+            sample.load is not None and sample.load >= LOAD_ROOM
+        ):
             return False
         slowdown = self._slowdown()
         if slowdown is not None and slowdown >= SLOWER_ROOM:

@@ -96,7 +96,7 @@ def test_jobs_parse_numbers_and_auto_and_refuse_the_rest() -> None:
 def test_the_pool_follows_the_controller_and_keeps_the_order() -> None:
     busy = iter([80.0] * 6 + [5.0] * 100)  # busy first: it shrinks to 1, then grows
     auto = autojobs.Auto(
-        concurrency.Controller(cores=1, start=2), machine=lambda: (next(busy), None)
+        concurrency.Controller(cores=1, start=2), machine=lambda: (next(busy), None, None)
     )
     lock = threading.Lock()
     state = {"now": 0, "most": 0, "seen": []}
@@ -116,3 +116,34 @@ def test_the_pool_follows_the_controller_and_keeps_the_order() -> None:
     assert 1 in auto.controller.history and auto.controller.limit > 1
     assert interrupt.describe(auto).startswith("auto (2 to ")
     assert interrupt.describe(3) == "3"
+
+
+def test_idle_cpu_decides_room_where_it_is_measured() -> None:
+    """On 2 cores a certify read pressure 30-50% and load 1.2-1.5 per core while 40-75% of
+    the CPU idled: those alone held it at 2-5 trials. Idle CPU says there is room."""
+    controller = concurrency.Controller(cores=2)
+    spare = Sample(pressure=45.0, load=1.5, latency=0.08, idle=0.5)
+    _feed(controller, spare, 3)
+    assert controller.limit == 3
+    _feed(controller, Sample(pressure=45.0, load=1.5, latency=0.08, idle=0.2), 6)
+    assert controller.limit == 3  # little idle CPU: it holds
+    reasons = _feed(controller, Sample(pressure=45.0, load=1.5, latency=0.08, idle=0.02), 1)
+    assert reasons == ["busy: CPU 98% busy"] and controller.limit == 2
+    # pressure past its busy mark still shrinks, whatever idles
+    reasons = _feed(controller, Sample(pressure=80.0, load=1.5, latency=0.08, idle=0.5), 2)
+    assert reasons == ["wait", "busy: CPU pressure 80%"] and controller.limit == 1
+
+
+def test_idle_share_is_read_over_a_window_of_proc_stat(tmp_path) -> None:
+    stat = tmp_path / "stat"
+    now = [0.0]
+    meter = autojobs.IdleMeter(stat, clock=lambda: now[0])
+    #        cpu user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 0 100 700 100 0 0 0 50 0\ncpu0 1 2 3\n")
+    assert meter() is None  # no window yet
+    stat.write_text("cpu  200 0 200 800 100 0 0 0 90 0\n")
+    now[0] = 1.0
+    assert meter() is None  # shorter than the window: nothing new
+    now[0] = autojobs.IDLE_WINDOW_S
+    assert meter() == pytest.approx(100 / 300)  # 100 idle ticks of 300, guest not counted
+    assert autojobs.IdleMeter(tmp_path / "missing")() is None
