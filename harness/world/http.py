@@ -117,9 +117,16 @@ def serving(slot: Slot) -> Iterator[None]:
         _serving.slot = None
 
 
+def linger_zero(sock: Any) -> None:
+    """Make closing `sock` send RST (SO_LINGER 0): the client reads a connection reset."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
 def lose_response(fate: Fate) -> bool:
     """From a world hook, in the request's thread: the response being served meets `fate`.
-    False when this thread serves no JsonServer request (nothing here can lose it)."""
+    False when this thread serves no request of ours (a JsonServer's, or an MCP tools/call
+    run in its slot): nothing here can lose it."""
     slot: Slot | None = getattr(_serving, "slot", None)
     if slot is None:
         return False
@@ -427,14 +434,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
         )
-        slot = _serving.slot = Slot()
+        slot = Slot()
         try:
-            response = self._app.handle(request)
+            with serving(slot):
+                response = self._app.handle(request)
         except Abandon:
             self.close_connection = True
             return
-        finally:
-            _serving.slot = None
         if slot.fate is None:
             self._send(response)
         else:
@@ -464,10 +470,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _reset(self) -> None:
         """Close with RST (SO_LINGER 0): the client reads a connection reset."""
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
+        linger_zero(self.connection)
         self.rfile.close()  # its reference would keep the descriptor open past close()
         self.connection.close()
 

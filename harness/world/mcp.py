@@ -25,7 +25,6 @@ import contextvars
 import json
 import logging
 import socket
-import struct
 import threading
 import time
 import urllib.parse
@@ -156,14 +155,11 @@ async def _lose(send: Any, fate: http.Fate, stopping: threading.Event) -> None:
     logger.debug("world service tools (MCP): response lost (%s)", fate.how)
     if fate.how == "hang":
         deadline = time.monotonic() + http.HANG_MAX_S
-        while not transport.is_closing() and not stopping.is_set():
-            if time.monotonic() >= deadline:
-                break
+        while not (transport.is_closing() or stopping.is_set() or time.monotonic() >= deadline):
             await anyio.sleep(http.HANG_POLL_S)
     sock = transport.get_extra_info("socket")
     if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        http.linger_zero(sock)
     transport.abort()
     # Let the loop run the connection's loss, so uvicorn sees a client gone (no 500 to
     # send, no "returned without starting response") when the app returns.
