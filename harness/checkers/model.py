@@ -211,9 +211,12 @@ class _Windows:
     recoveries: list[history_module.BoundaryHit]
 
     @classmethod
-    def of(cls, history: history_module.TrialHistory) -> _Windows:
+    def of(
+        cls, history: history_module.TrialHistory, requests: list[ledger.ModelRequest]
+    ) -> _Windows:
+        """`requests`: the run's model requests (facts.model_requests), read once by the caller."""
         return cls(
-            requests=facts.model_requests(history),
+            requests=requests,
             pending_at=[
                 hit.t
                 for hit in facts.run_hits(history)
@@ -282,7 +285,7 @@ def check_count(history: history_module.TrialHistory) -> verdict.CheckResult:
                 f"(final status {status})"
             )
     found = decisions(history)
-    windows = _Windows.of(history)
+    windows = _Windows.of(history, every)
     counted: list[str] = []
     for turn, requests in answered.items():
         start = windows.start(requests[0])

@@ -25,8 +25,8 @@ PRESSURE_ROOM = 30.0
 # One-minute load average per core.
 LOAD_BUSY = 2.0
 LOAD_ROOM = 1.25
-# The share of CPU time idle since the previous trial ended (/proc/stat): where it is known
-# it decides room, since pressure and load read high on 2 cores while half the CPU idles
+# The share of CPU time idle over the last few seconds (/proc/stat): where it is known it
+# decides room, since pressure and load read high on 2 cores while half the CPU idles
 # (trials wake several processes at once; Postgres's fsync waits count in the load).
 IDLE_ROOM = 0.30
 IDLE_BUSY = 0.05
@@ -44,7 +44,7 @@ class Sample:
     pressure: float | None = None  # CPU `some avg10`, percent
     load: float | None = None  # one-minute load average divided by cores
     latency: float | None = None  # the trial's worker start to first boundary, seconds
-    idle: float | None = None  # share of CPU time idle since the previous sample, 0 to 1
+    idle: float | None = None  # share of CPU time idle lately (autojobs.IdleMeter), 0 to 1
 
 
 @dataclasses.dataclass(frozen=True)
