@@ -266,9 +266,11 @@ def test_http_is_the_default_and_an_unknown_transport_is_refused(
         schema.parse(_scenario("grpc", refund={}), source="t")
 
 
-def _losing_world(make_world: fix_world.MakeWorld, fate: http.Fate) -> world_module.World:
+def _losing_world(
+    make_world: fix_world.MakeWorld, fate: http.Fate
+) -> tuple[world_module.World, list[bool]]:
     """A world whose effect hook has the first tools/call answer meet `fate`, as
-    response_lost does (harness/nemesis/world_trigger.py)."""
+    response_lost does (harness/nemesis/world_trigger.py), and whether the world could."""
     lost: list[bool] = []
 
     def hook(entry: ledger.ToolEffect) -> None:
@@ -277,20 +279,19 @@ def _losing_world(make_world: fix_world.MakeWorld, fate: http.Fate) -> world_mod
 
     hooks = hooks_module.WorldHooks(tool_effect_applied=hook)
     world = make_world(_scenario("mcp", refund={"behaviour": {"result": 1}}), hooks=hooks)
-    world.lost = lost  # type: ignore[attr-defined]
-    return world
+    return world, lost
 
 
 def test_a_lost_response_is_reset_after_the_effect(make_world: fix_world.MakeWorld) -> None:
     """response_lost over MCP: the effect is recorded, the connection is reset before any
     answer leaves, and the engine's client reads no answer (it may have been applied)."""
-    world = _losing_world(make_world, http.Fate("reset"))
+    world, lost = _losing_world(make_world, http.Fate("reset"))
     client = mcp_tools.McpTools(world.tools_mcp_url or "", timeout_s=10)
 
     with pytest.raises(services.NoAnswer):
         client.call("refund", b"{}", "k1")
 
-    assert world.lost == [True]  # type: ignore[attr-defined]
+    assert lost == [True]
     assert [e.key for e in world.snapshot().tool_effects()] == ["k1"]
     assert client.call("refund", b"{}", "k2").status_code == 200  # the server serves on
 
@@ -298,7 +299,7 @@ def test_a_lost_response_is_reset_after_the_effect(make_world: fix_world.MakeWor
 def test_a_hung_lost_response_waits_for_the_client_to_give_up(
     make_world: fix_world.MakeWorld,
 ) -> None:
-    world = _losing_world(make_world, http.Fate("hang"))
+    world, lost = _losing_world(make_world, http.Fate("hang"))
     client = mcp_tools.McpTools(world.tools_mcp_url or "", timeout_s=0.5)
 
     started = time.monotonic()
@@ -306,5 +307,5 @@ def test_a_hung_lost_response_waits_for_the_client_to_give_up(
         client.call("refund", b"{}", "k1")
 
     assert time.monotonic() - started >= 0.5  # held until the client's own timeout
-    assert world.lost == [True]  # type: ignore[attr-defined]
+    assert lost == [True]
     assert [e.key for e in world.snapshot().tool_effects()] == ["k1"]
