@@ -7,6 +7,7 @@ worker start to first boundary, and keeps as many trials in flight as the contro
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import pathlib
 import time
@@ -54,7 +55,9 @@ IDLE_WINDOW_S = 2.0  # shorter spans see one trial's burst, not the machine
 
 class IdleMeter:
     """The share of CPU time idle (idle and iowait, all CPUs) over the last IDLE_WINDOW_S or
-    more, from /proc/stat; None until one window has passed, or where there is no such file."""
+    more, from /proc/stat; None until one window has passed, or where there is no such file.
+    `readings` numbers the windows measured so far (the controller waits for one that began
+    after it changed the limit)."""
 
     def __init__(
         self, path: pathlib.Path = STAT, clock: Callable[[], float] = time.monotonic
@@ -63,6 +66,7 @@ class IdleMeter:
         self._clock = clock
         self._last: tuple[float, int, int] | None = None  # (when, idle, total) ticks
         self._value: float | None = None
+        self.readings = 0
 
     def __call__(self) -> float | None:
         ticks = self._ticks()
@@ -75,6 +79,7 @@ class IdleMeter:
             total = ticks[1] - self._last[2]
             if total > 0:
                 self._value = (ticks[0] - self._last[1]) / total
+                self.readings += 1
             self._last = (now, *ticks)
         return self._value
 
@@ -112,12 +117,22 @@ class Auto:
         self,
         controller: concurrency.Controller | None = None,
         *,
-        machine: Callable[[], tuple[float | None, float | None, float | None]] | None = None,
+        machine: Callable[[], concurrency.Sample] | None = None,
     ) -> None:
         count = cores()
         self.controller = controller or concurrency.Controller(count)
         idle = IdleMeter()
-        self._machine = machine or (lambda: (pressure(), load_per_core(count), idle()))
+
+        def read() -> concurrency.Sample:
+            share = idle()
+            return concurrency.Sample(
+                pressure=pressure(),
+                load=load_per_core(count),
+                idle=share,
+                idle_window=idle.readings if share is not None else None,
+            )
+
+        self._machine = machine or read
 
     @property
     def cap(self) -> int:
@@ -125,8 +140,7 @@ class Auto:
 
     def finished(self, result: object) -> concurrency.Decision:
         measured = latency(result) if isinstance(result, runner.TrialOutcome) else None
-        cpu, load, idle = self._machine()
-        sample = concurrency.Sample(pressure=cpu, load=load, latency=measured, idle=idle)
+        sample = dataclasses.replace(self._machine(), latency=measured)
         return self.controller.observe(sample)
 
     def run(

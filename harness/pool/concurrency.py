@@ -5,11 +5,14 @@ in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait 
 on the world), so cores say little; what says the machine is full is CPU pressure
 (/proc/pressure/cpu, `some avg10`), the load average per core, the share of CPU time left
 idle, and the trials themselves getting slower: a worker's start to its first boundary is
-CPU work (fork, imports, a connection), so it grows when the machine is busy. Room needs
-idle CPU where that is measured (pressure and load otherwise). It starts at START, grows by
-one while every signal says there is room and shrinks by one when one says busy, never above
-`cap` nor below 1. After each change it waits for `limit` trials to finish, so that it
-judges trials that ran at the new level (and one busy spell is not counted twice).
+CPU work (fork, imports, a connection), so it grows when the machine is busy. Where idle CPU
+is measured it decides, with the trials' slowdown: pressure and load read high on 2 cores
+while half the CPU idles (trials wake several processes at once; Postgres's fsync waits
+count in the load), so they decide only where idle CPU is not measured. It starts at START,
+grows by one while every signal says there is room and shrinks by one when one says busy,
+never above `cap` nor below 1. After each change it waits for `limit` trials to finish and,
+where idle CPU is measured, for an idle reading taken wholly after the change, so that it
+judges the machine at the new level and one busy spell is not counted twice.
 """
 
 from __future__ import annotations
@@ -25,9 +28,8 @@ PRESSURE_ROOM = 30.0
 # One-minute load average per core.
 LOAD_BUSY = 2.0
 LOAD_ROOM = 1.25
-# The share of CPU time idle over the last few seconds (/proc/stat): where it is known it
-# decides room, since pressure and load read high on 2 cores while half the CPU idles
-# (trials wake several processes at once; Postgres's fsync waits count in the load).
+# The share of CPU time idle over the last few seconds (/proc/stat); where it is known it
+# decides in place of pressure and load.
 IDLE_ROOM = 0.30
 IDLE_BUSY = 0.05
 # Worker start to first boundary, as a multiple of the first trials' median.
@@ -45,6 +47,8 @@ class Sample:
     load: float | None = None  # one-minute load average divided by cores
     latency: float | None = None  # the trial's worker start to first boundary, seconds
     idle: float | None = None  # share of CPU time idle lately (autojobs.IdleMeter), 0 to 1
+    # which reading of the meter `idle` is (they are numbered from 1, one per window)
+    idle_window: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +66,8 @@ class Controller:
         self._samples = 0
         self._window: list[float] = []  # latencies since the last change
         self._since_change = 0
+        self._idle_seen = 0  # the newest idle reading's number
+        self._idle_settled = 0  # the first idle reading taken wholly after the last change
 
     @property
     def reference(self) -> float | None:
@@ -77,8 +83,12 @@ class Controller:
             if len(self._first) < REFERENCE_TRIALS:
                 self._first.append(sample.latency)
             self._window.append(sample.latency)
+        if sample.idle_window is not None:
+            self._idle_seen = max(self._idle_seen, sample.idle_window)
         if self._samples < REFERENCE_TRIALS or self._since_change < self.limit:
             return Decision(self.limit, "wait")  # judge trials that ran at this level
+        if sample.idle is not None and (sample.idle_window or 0) < self._idle_settled:
+            return Decision(self.limit, "wait")  # this reading began before the change
         busy = self._busy(sample)
         if busy is not None:
             return self._change(self.limit - 1, f"busy: {busy}")
@@ -93,12 +103,13 @@ class Controller:
         return statistics.median(self._window) / reference
 
     def _busy(self, sample: Sample) -> str | None:
-        if sample.pressure is not None and sample.pressure >= PRESSURE_BUSY:
+        if sample.idle is not None:
+            if sample.idle < IDLE_BUSY:
+                return f"CPU {100 * (1 - sample.idle):.0f}% busy"
+        elif sample.pressure is not None and sample.pressure >= PRESSURE_BUSY:
             return f"CPU pressure {sample.pressure:.0f}%"
-        if sample.load is not None and sample.load >= LOAD_BUSY:
+        elif sample.load is not None and sample.load >= LOAD_BUSY:
             return f"load {sample.load:.1f} per core"
-        if sample.idle is not None and sample.idle < IDLE_BUSY:
-            return f"CPU {100 * (1 - sample.idle):.0f}% busy"
         slowdown = self._slowdown()
         if slowdown is not None and slowdown >= SLOWER_BUSY:
             return f"trials start {slowdown:.1f}x slower"
@@ -126,6 +137,8 @@ class Controller:
         self.history.append(limit)
         self._window = []
         self._since_change = 0
+        # the reading after the newest one was already running when the limit changed
+        self._idle_settled = self._idle_seen + 2
         return Decision(limit, reason)
 
     def describe(self) -> str:
