@@ -62,11 +62,11 @@ def run_matrix(
 ) -> MatrixResult:
     """`scenarios` pairs how the user named each scenario with the scenario itself.
 
-    Baselines run first, one at a time; then the fault trials, `jobs` at a time, or as many
-    as the measured load allows (autojobs.Auto); each trial has its own database, world,
-    socket and proxies. A trial that restarts Postgres runs alone, since the restart strikes
-    every trial's connections. With a `shard`, only the fault trials it owns run after every
-    baseline (the plan is derived from them all).
+    Baselines run first, then the fault trials planned from them, each phase `jobs` at a
+    time, or as many as the measured load allows (autojobs.Auto); each trial has its own
+    database, world, socket and proxies. A trial that restarts Postgres runs alone, since
+    the restart strikes every trial's connections. With a `shard`, only the fault trials it
+    owns run after every baseline (the plan is derived from them all).
     """
     started = time.monotonic()
     result = MatrixResult()
@@ -78,6 +78,7 @@ def run_matrix(
     # is not planned: each scenario's trials of it are listed as not run.
     unoffered = capabilities.missing_for_faults(faults or [], offers)
     faults = [fault for fault in faults or ["kill"] if fault not in unoffered]
+    bases: list[runner.TrialSpec] = []
     for reference, scenario in scenarios:
         if lacking := capabilities.missing(scenario, offers):
             result.not_run[scenario.name] = lacking
@@ -85,13 +86,22 @@ def run_matrix(
         for fault in unoffered:
             named = capabilities.under_fault(scenario.name, fault)
             result.not_run[named] = [fault_spec.NEEDS[fault]]
-        base = runner.TrialSpec(
-            scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
+        bases.append(
+            runner.TrialSpec(
+                scenario=scenario, seed=seed, scenario_ref=reference, engine_ref=engine_ref
+            )
         )
-        baseline = runner.run_trial(lab, base, out_dir=out_dir)
+
+    def run_baseline(base: runner.TrialSpec) -> runner.TrialOutcome:
+        outcome = runner.run_trial(lab, base, out_dir=out_dir)
+        counter.done(outcome)
+        return outcome
+
+    # each baseline has its own database and world like any trial, so they share the pool
+    baselines = interrupt.run_pool(run_baseline, bases, jobs=jobs)
+    for base, baseline in zip(bases, baselines, strict=True):
         result.outcomes.append(baseline)
-        result.planned.append((scenario.name, baseline.spec.label))
-        counter.done(baseline)
+        result.planned.append((base.scenario.name, baseline.spec.label))
         trace = plan.baseline_trace(baseline.history)
         traces.append(trace)
         world = plan.world_trace(baseline.history)
