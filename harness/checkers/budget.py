@@ -98,27 +98,48 @@ class _Use:
     what: str
 
 
-def _uses(history: history_module.TrialHistory, turn: int, after: int) -> list[_Use]:
+@dataclasses.dataclass(frozen=True)
+class _Seen:
+    """The ledgers _uses reads, derived once for all the turns it is asked about (a long
+    run has as many turns as requests: derived per turn, judging grew as their square)."""
+
+    model: list[ledger.ModelRequest]
+    tools: list[tuple[ledger.ToolRequest, facts.LogicalCall]]
+    replies: list[ledger.ReplyRequest]
+    scripted: list[facts.ScriptedCall]
+
+    @classmethod
+    def of(cls, history: history_module.TrialHistory) -> _Seen:
+        return cls(
+            model=facts.model_requests(history),
+            tools=[
+                (request, facts.logical_call(request.tool, request.arguments))
+                for request in facts.tool_requests(history)
+            ],
+            replies=facts.reply_requests(history),
+            scripted=list(facts.scripted_calls(history).values()),
+        )
+
+
+def _uses(history: history_module.TrialHistory, seen: _Seen, turn: int, after: int) -> list[_Use]:
     """What the world saw after ledger seq `after` that only an answer of `turn` explains."""
     scripted = history.scenario.turns[turn]
     uses = [
         _Use(request.seq, f"model request seq {request.seq} asks for turn {request.turn}")
-        for request in facts.model_requests(history)
+        for request in seen.model
         if request.seq > after and request.turn > turn
     ]
     # A call with these arguments in another turn as well does not say which turn it is.
-    calls = facts.scripted_calls(history).values()
-    mine = {call.call for call in calls if call.turn == turn}
-    elsewhere = {call.call for call in calls if call.turn != turn}
-    for request in facts.tool_requests(history):
-        call = facts.logical_call(request.tool, request.arguments)
+    mine = {call.call for call in seen.scripted if call.turn == turn}
+    elsewhere = {call.call for call in seen.scripted if call.turn != turn}
+    for request, call in seen.tools:
         if request.seq > after and call in mine - elsewhere:
             uses.append(_Use(request.seq, f"tool request seq {request.seq} {call}"))
     if scripted.content is not None:
         content = schema.substitute_run_key(scripted.content, history.run_key)
         uses.extend(
             _Use(request.seq, f"reply request seq {request.seq} posts its content")
-            for request in facts.reply_requests(history)
+            for request in seen.replies
             if request.seq > after and request.content == content
         )
     return sorted(uses, key=lambda use: use.seq)
@@ -143,10 +164,11 @@ def _unbilled(
     by_turn: dict[int, list[ledger.ModelRequest]] = collections.defaultdict(list)
     for answer in facts.model_requests(history, answered_only=True):
         by_turn[answer.turn].append(answer)
+    seen = _Seen.of(history)
     for turn, answers in sorted(by_turn.items()):
         if turn >= len(history.scenario.turns):
             continue
-        uses = _uses(history, turn, answers[0].seq)
+        uses = _uses(history, seen, turn, answers[0].seq)
         if not uses:
             notes.append(f"turn {turn}: {len(answers)} answer(s), none used afterwards")
             continue
@@ -167,7 +189,8 @@ def _calls_reached(history: history_module.TrialHistory) -> int:
     keys: dict[facts.LogicalCall, set[str | None]] = collections.defaultdict(set)
     for request in facts.tool_requests(history):
         keys[facts.logical_call(request.tool, request.arguments)].add(request.key)
-    return sum(min(len(found), facts.scripted_count(history, call)) for call, found in keys.items())
+    counts = facts.scripted_counts(history)
+    return sum(min(len(found), facts.allowed_calls(counts, call)) for call, found in keys.items())
 
 
 def _ledger_rows(history: history_module.TrialHistory, failures: list[str]) -> None:

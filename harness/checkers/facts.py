@@ -103,7 +103,18 @@ def scripted_count(history: history_module.TrialHistory, call: LogicalCall) -> i
     calls with equal arguments (the same reminder posted twice) are two logical calls. A
     call the script never makes still counts as one.
     """
-    return max(1, sum(1 for known in scripted_calls(history).values() if known.call == call))
+    return allowed_calls(scripted_counts(history), call)
+
+
+def scripted_counts(history: history_module.TrialHistory) -> collections.Counter[LogicalCall]:
+    """The script's calls per (tool, arguments), derived once for a checker that asks of
+    every call (`allowed_calls`); scripted_count re-derives the script on every call."""
+    return collections.Counter(known.call for known in scripted_calls(history).values())
+
+
+def allowed_calls(counts: collections.Counter[LogicalCall], call: LogicalCall) -> int:
+    """scripted_count from `scripted_counts`: a call the script never makes counts as one."""
+    return max(1, counts[call])
 
 
 # Points where the engine names the key of a call it is about to run or has settled.

@@ -96,8 +96,9 @@ def keyed_repeats(history: history_module.TrialHistory) -> list[str]:
         tool = facts.tool_spec(history, effect.tool)
         if tool is not None and tool.replay == "non_replayable" and tool.honours_idempotency_key:
             applied[facts.logical_call(effect.tool, effect.arguments)] += 1
+    counts = facts.scripted_counts(history)
     return [
-        str(call) for call, count in applied.items() if count > facts.scripted_count(history, call)
+        str(call) for call, count in applied.items() if count > facts.allowed_calls(counts, call)
     ]
 
 

@@ -38,8 +38,9 @@ def check_at_most_once(history: history_module.TrialHistory) -> verdict.CheckRes
     failures: list[str] = []
     notes: list[str] = facts.foreign_notes(history, "tools", "tools-mcp")
     held: list[str] = []  # the fact per logical call a PASS rests on
+    counts = facts.scripted_counts(history)
     for call, applied in effects.items():
-        allowed = facts.scripted_count(history, call)
+        allowed = facts.allowed_calls(counts, call)
         plural = "s" if len(applied) > 1 else ""
         held.append(
             f"{call}: {len(applied)} effect{plural} of at most {allowed} ({paired(applied)})"
@@ -85,8 +86,9 @@ def check_same_key(history: history_module.TrialHistory) -> verdict.CheckResult:
     held: list[str] = []  # the fact per logical call a PASS rests on
     owners: dict[str, list[facts.LogicalCall]] = collections.defaultdict(list)
     keyless: list[int] = []  # requests of calls that never carried a key
+    counts = facts.scripted_counts(history)
     for call, requests in attempts.items():
-        allowed = facts.scripted_count(history, call)
+        allowed = facts.allowed_calls(counts, call)
         missing = [request.seq for request in requests if not request.key]
         keys = sorted({request.key for request in requests if request.key})
         if missing and not keys:
