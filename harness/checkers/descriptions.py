@@ -157,8 +157,9 @@ INVARIANTS: dict[str, Described] = {
     fencing.INVARIANT: Described(
         holds_when=("a worker that lost its lease commits nothing afterwards"),
         evidence=(
-            "`run.claimed` hits by worker, later commit-point hits of the fenced "
-            "worker; engine `events` rows when exported"
+            "`run.claimed` hits by worker (ordered by `detail.lease_epoch` where given, "
+            "else as heard), later commit-point hits of the fenced worker; engine "
+            "`events` rows when exported"
         ),
     ),
     transcript.INVARIANT: Described(

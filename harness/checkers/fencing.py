@@ -7,6 +7,11 @@ whose COMMIT was already in flight at the claim may have landed first: not judge
 hits. Calls to the world by a stale worker cannot be attributed to it: not judged here.
 At the attempt limit a worker may end a lapsed run dead_lettered without claiming it: that
 finish is a handover too, never a stale commit (CONTRACT.md section 5).
+
+Claims are taken in the order the harness heard them, unless they name their `lease_epoch`:
+a worker that stalls between its claim's COMMIT and its report (a starved CPU) may report
+after a newer claim that superseded it. A claim with a lower epoch than one already heard
+took the lease from nobody: its worker is fenced by the newer claim from then on.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ INVARIANT = "lease.fencing"
 FINISH_POINT = "run.finished"
 DEAD_LETTERED = "dead_lettered"
 CLAIM_KINDS = frozenset({facts.CLAIM_POINT, "claimed"})
+EPOCH = "lease_epoch"  # a claim's detail: grows with every claim of the run
 # Worker events after which the worker is dead: it exited, or crashed on its own.
 GONE = frozenset({"exited", "crashed"})
 
@@ -77,6 +83,7 @@ def _from_hits(
     unattributed = 0
     sent = facts.commit_sent(history)
     claims_seen = 0
+    newest: tuple[int, history_module.BoundaryHit] | None = None  # highest epoch heard
     for hit in facts.run_hits(history):
         worker = hit.worker_id
         if worker is None:
@@ -98,6 +105,17 @@ def _from_hits(
             continue
         if facts.point(hit) == facts.CLAIM_POINT:
             claims_seen += 1
+            epoch = facts.detail_int(hit, EPOCH)
+            if newest is not None and epoch is not None and epoch < newest[0]:
+                fenced[worker] = newest[1]  # superseded before it was heard
+                notes.append(
+                    f"{facts.describe_hit(hit)} names lease_epoch {epoch}, below "
+                    f"{newest[0]} of {facts.describe_hit(newest[1])} heard before it: "
+                    f"reported late, it took the lease from nobody"
+                )
+                continue
+            if epoch is not None:
+                newest = (epoch, hit)
             fenced.pop(worker, None)
             if holder is not None and holder != worker:
                 handovers += 1

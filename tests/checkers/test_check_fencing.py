@@ -248,3 +248,57 @@ def test_a_paused_holder_fenced_by_the_dead_letter_may_commit_nothing_after_it()
         f"w-1 committed model.pending#3 by w-1 (hit seq {stale.seq}"
     ), result.summary
     assert "after losing its lease at run.finished#1 by w-2" in result.summary
+
+
+def _claims_heard_out_of_order() -> builders.Trial:
+    """Literal from a certify of the reference engine (ff48a58; sink_no_query under
+    commit_dropped@tools.pending:before_commit#1, 8 trials at once on 2 cores): w-1's COMMIT
+    was dropped, w-2 claimed under epoch 2 and stalled 430 ms before its report; its lease
+    lapsed, w-1 claimed under epoch 3 and was heard first, then w-2's claim arrived."""
+    trial = builders.Trial()
+    trial.worker = "w-1"
+    trial.hit("run.claimed", lease_epoch=1)
+    trial.checkpoint("model.pending", "model_pending", turn=0)
+    trial.model_request(0)
+    trial.hit("model.returned", turn=0)
+    trial.hit("tools.pending:before_commit")
+    trial.fault("commit_dropped", trial.last_hit())
+    trial.hit("run.claimed", lease_epoch=3)
+    trial.hit("run.claimed", worker="w-2", lease_epoch=2)
+    return trial
+
+
+def test_a_claim_heard_after_a_newer_epoch_takes_the_lease_from_nobody() -> None:
+    trial = _claims_heard_out_of_order()
+    trial.worker = "w-1"
+    trial.checkpoint("model.pending", "model_pending", turn=0)
+    trial.finish()
+    result = fencing.check(trial.build())
+    assert result.verdict is V.PASS, result.summary
+    assert "names lease_epoch 2, below 3 of run.claimed#2 by w-1" in builders.evidence(result)
+
+
+def test_the_superseded_claimer_committing_afterwards_fails() -> None:
+    trial = _claims_heard_out_of_order()
+    trial.worker = "w-2"
+    stale = trial.checkpoint("model.pending", "model_pending", turn=0)
+    trial.worker = "w-1"
+    trial.finish()
+    result = fencing.check(trial.build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith(
+        f"w-2 committed model.pending#2 by w-2 (hit seq {stale.seq}"
+    ), result.summary
+    assert "after losing its lease at run.claimed#2 by w-1" in result.summary
+
+
+def test_without_epochs_the_claims_count_in_the_order_heard() -> None:
+    """An engine that names no epoch: the later report is the newer claim (it cannot be
+    told otherwise), so w-1, fenced by it, committing afterwards fails."""
+    trial = _claims_heard_out_of_order()
+    trial.worker = "w-1"
+    trial.checkpoint("model.pending", "model_pending", turn=0)
+    trial.finish()
+    result = fencing.check(builders.without_detail(trial.build()))
+    assert result.verdict is V.FAIL
+    assert "after losing its lease at run.claimed#3 by w-2" in result.summary
