@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from harness import errors
@@ -55,9 +56,16 @@ class Nemesis:
         store_links: Any | None = None,  # harness.lab.store_links.StoreLinks
         world_tools: Any | None = None,  # harness.world.tools.ToolServices
         failover: Any | None = None,  # harness.lab.failover.Failover
+        postgres_back: Callable[[], None] | None = None,
     ) -> None:
         # A lost response or a cut stream is the world's doing (world_trigger), not ours.
         self._pending = [step for step in plan if step.action in kinds.KINDS]
+        # Called once no step of the plan will stop Postgres again and every stop healed
+        # (harness/lab/gate.py: the trial stops running alone). A stop with no heal (a
+        # failover: the lab's primary stays down) never calls it.
+        self._postgres_back = postgres_back
+        self._stops_unhealed = 0
+        self._stays_down = False
         self._parts = strike_module.Parts(
             launcher=launcher,
             recorder=recorder,
@@ -130,11 +138,19 @@ class Nemesis:
         if worker is None and step.action not in spec.SHARED:
             strike.record(step.action, ok=False, note="no worker of ours reported it")
             return
+        stops = step.action in spec.STOPS_POSTGRES
         try:
             heal = kind.apply(strike)
         except (strike_module.NotApplied, errors.CrashcertError) as error:
             strike.record(step.action, ok=False, note=str(error))
+            if stops:
+                self._stop_settled(unhealed=0)
             return
+        if stops:
+            if heal is None:
+                self._stays_down = True
+            else:
+                heal = self._counted(heal)
         if heal is not None:
             heal_at = boundaries.parse_ref(str(step.params.get("heal_at", "")))
             deadline = HEAL_AT_DEADLINE_LEASES if heal_at else DEFAULT_HEAL_LEASES
@@ -142,6 +158,30 @@ class Nemesis:
             if heal_after is None:
                 heal_after = float(step.params.get("heal_after_s", deadline * self._parts.lease_s))
             self._schedule(heal_after, heal, f"heal {step.action}", at=heal_at)
+
+    def _counted(self, heal: Heal) -> Heal:
+        """`heal` of a Postgres stop, which tells postgres_back when it was the last."""
+        with self._lock:
+            self._stops_unhealed += 1
+
+        def healed() -> None:
+            heal()  # a heal that raised leaves Postgres down: the trial stays alone
+            self._stop_settled(unhealed=-1)
+
+        return healed
+
+    def _stop_settled(self, *, unhealed: int) -> None:
+        with self._lock:
+            self._stops_unhealed += unhealed
+            back = (
+                self._postgres_back is not None
+                and not self._stays_down
+                and self._stops_unhealed == 0
+                and not any(step.action in spec.STOPS_POSTGRES for step in self._pending)
+            )
+        if back:
+            assert self._postgres_back is not None
+            self._postgres_back()
 
     def _arm(self, step: spec.FaultStep, hit: history.BoundaryHit) -> None:
         """The kind's preparation; a failed one is left to its `apply` to report."""

@@ -15,7 +15,7 @@ import pathlib
 import shlex
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pydantic
@@ -172,8 +172,8 @@ def run_trial(lab: shared.Lab, spec: TrialSpec, *, out_dir: pathlib.Path) -> Tri
     )
     restarts_postgres = any(step.action in fault_spec.STOPS_POSTGRES for step in spec.plan)
     try:
-        with lab.gate.hold(exclusive=restarts_postgres):
-            _execute(lab, spec, trial, directory)
+        with lab.gate.hold(exclusive=restarts_postgres) as held:
+            _execute(lab, spec, trial, directory, held.downgrade)
     except KeyboardInterrupt:
         trial.interrupted = interrupt.NOTE
         _finish(trial, spec, directory, black_box=black_box)  # stored, then the stop goes on
@@ -234,6 +234,7 @@ def _execute(
     spec: TrialSpec,
     trial: history.TrialHistory,
     directory: pathlib.Path,
+    postgres_back: Callable[[], None],  # no more Postgres stops: run beside the others
 ) -> None:
     """Start the trial's parts, drive its run to the end, stop them, read the outcome."""
     engine = lab.engine
@@ -244,7 +245,7 @@ def _execute(
         standby = failover.for_plan(lab, spec.plan, database, stack)  # before the drop
         dsn = dsn if standby is None else standby.harness_dsn(dsn)  # follows a promotion
         stack.callback(_quietly, blackbox_engine.done_with, engine, dsn)  # before the drop
-        live = _start(lab, spec, trial, directory, dsn, database, stack, standby)
+        live = _start(lab, spec, trial, directory, (dsn, database), stack, standby, postgres_back)
         purged = False
         try:
             purged = _drive(engine, dsn, trial, live, spec, directory)
@@ -262,14 +263,14 @@ def _start(
     spec: TrialSpec,
     trial: history.TrialHistory,
     directory: pathlib.Path,
-    dsn: str,
-    database: str,
+    where: tuple[str, str],  # the trial database's dsn and name
     stack: contextlib.ExitStack,
     standby: failover.Failover | None,
+    postgres_back: Callable[[], None],
 ) -> _Live:
     """The world, the links, the engine's own store, the control channel, the launcher and
     the nemesis (and the world trigger for black-box points); each undone by `stack`."""
-    engine = lab.engine
+    engine, (dsn, database) = lab.engine, where
     closing = closing_module.Closing()
     world = world_module.World(spec.scenario)
     world.start()
@@ -321,6 +322,7 @@ def _start(
         store_links=own_store,
         world_tools=world.tools,
         failover=standby,
+        postgres_back=postgres_back,
     )
     server.set_policy(nemesis.on_hit)
     stack.callback(nemesis.close)  # runs first: heal everything before anything stops

@@ -278,3 +278,31 @@ def test_dup_owner_holds_the_twins_first_move_until_the_held_worker_reported_aga
     assert not twin_thread.is_alive()
     # the twin was answered only once the held worker had reported again
     assert again in seen_by_twin[0]
+
+
+def test_postgres_back_is_called_once_the_last_stop_of_the_plan_healed() -> None:
+    """A trial that restarts Postgres runs alone until this says so (harness/lab/gate.py):
+    not while a restart is unhealed, nor while the plan still has one to strike."""
+    rec, pg = recorder.Recorder(), _Pg()
+    back, started = threading.Event(), threading.Event()
+    start = pg.start
+    pg.start = lambda: (start(), started.set())  # type: ignore[method-assign]
+    plan = [spec.parse("pg_restart@tool.started#1"), spec.parse("pg_restart@tool.started#2")]
+    strikes = nemesis.Nemesis(
+        plan,
+        launcher=_Launcher(None),  # type: ignore[arg-type]
+        recorder=rec,
+        proxies=None,
+        pg=pg,  # type: ignore[arg-type]
+        lease_s=0.02,  # a restart heals after a few leases
+        postgres_back=back.set,
+    )
+    strikes.on_hit(_hit("tool.started", pid=7))
+    assert pg.stopped == 1 and not back.is_set()
+    assert started.wait(5) and pg.stopped == 0  # the first restart healed by its timer
+    assert not back.wait(0.1)  # the second restart is still to come
+    second = _hit("tool.started", pid=7).model_copy(update={"occurrence": 2})
+    strikes.on_hit(second)
+    assert pg.stopped == 1
+    assert back.wait(5) and pg.stopped == 0
+    strikes.close()

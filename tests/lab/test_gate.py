@@ -54,3 +54,42 @@ def test_an_exclusive_holder_waits_for_the_shared_ones_and_keeps_new_ones_out() 
         "late in",
         "late out",
     ]
+
+
+def test_a_downgraded_holder_lets_shared_ones_in_and_still_keeps_an_exclusive_out() -> None:
+    shared = gate.SharedExclusive()
+    entered, downgrade, leave = threading.Event(), threading.Event(), threading.Event()
+    inside: list[str] = []
+
+    def restarting() -> None:
+        with shared.hold(exclusive=True) as held:
+            inside.append("restart")
+            entered.set()
+            downgrade.wait(WAIT_S)
+            held.downgrade()
+            held.downgrade()  # twice is once
+            leave.wait(WAIT_S)
+
+    def holder(name: str, exclusive: bool) -> None:
+        with shared.hold(exclusive=exclusive):
+            inside.append(name)
+
+    first = threading.Thread(target=restarting)
+    first.start()
+    assert entered.wait(WAIT_S)
+    beside = threading.Thread(target=holder, args=("beside", False))
+    beside.start()
+    beside.join(0.2)
+    assert beside.is_alive()  # Postgres is still down: kept out
+    downgrade.set()
+    beside.join(WAIT_S)
+    assert not beside.is_alive() and inside == ["restart", "beside"]
+    other_restart = threading.Thread(target=holder, args=("other restart", True))
+    other_restart.start()
+    other_restart.join(0.2)
+    assert other_restart.is_alive()  # the downgraded holder is still inside
+    leave.set()
+    for thread in (first, other_restart):
+        thread.join(WAIT_S)
+    assert inside == ["restart", "beside", "other restart"]
+    assert (shared._shared, shared._exclusive) == (0, False)

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 RETRY_S = 0.5
 SPARE_PREFIX = "cc_spare_"
 
-Hold = Callable[[], contextlib.AbstractContextManager[None]]
+Hold = Callable[[], contextlib.AbstractContextManager[object]]
 
 
 class Spares:
