@@ -17,7 +17,6 @@ named by its engine and an incident by its scenario (so one can be hunted by its
 
 from __future__ import annotations
 
-import concurrent.futures
 import pathlib
 from collections.abc import Iterator
 
@@ -29,6 +28,7 @@ from harness.engines import commands
 from harness.lab import shared
 from harness.trial import runner
 from tests.quality import test_broken_engines as broken
+from tests.quality import trial_pool
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 
@@ -114,7 +114,7 @@ INCIDENT_IDS = [case.scenario for case in INCIDENTS]
 def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
     out = tmp_path_factory.mktemp("guarantees")
     with shared.open_lab(commands.find("reference")) as base:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS)
+        pool = trial_pool.TrialPool()
         futures: broken.Trials = {}
         for case in CASES:
             if broken.ONLY and case.engine not in broken.ONLY:
@@ -132,7 +132,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             if faulted:
                 jobs[broken.CLEAN] = (engine, broken.spec_for(case, engine_ref=ref, faults=False))
             for kind, (lab, spec) in jobs.items():
-                futures[(case.engine, kind)] = pool.submit(
+                submit = pool.submit_beside if broken.hangs(case, kind) else pool.submit
+                futures[(case.engine, kind)] = submit(
                     runner.run_trial, lab, spec, out_dir=out / kind / case.engine
                 )
         for case in INCIDENTS:
@@ -146,13 +147,15 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
                 broken.CLEAN: (engine, broken.spec_for(case, engine_ref=ref, faults=False)),
             }
             for kind, (lab, spec) in jobs.items():
-                futures[(case.scenario, kind)] = pool.submit(
+                submit = pool.submit_beside if broken.hangs(case, kind) else pool.submit
+                futures[(case.scenario, kind)] = submit(
                     runner.run_trial, lab, spec, out_dir=out / kind / case.scenario
                 )
+        pool.start()
         try:
             yield futures
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
 
 
 def _outcome(trials: broken.Trials, name: str, kind: str) -> runner.TrialOutcome:

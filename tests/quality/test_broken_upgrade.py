@@ -13,7 +13,6 @@ after the format 1 of version N; an engine with no next version is not upgraded
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +24,7 @@ from harness.record import history
 from harness.trial import runner
 from harness.world import ledger
 from tests.quality import test_broken_engines as broken
+from tests.quality import trial_pool
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 
@@ -78,12 +78,16 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             **{(CASE.engine, kind): job for kind, job in jobs.items()},
             **{(MISREAD.engine, kind): job for kind, job in misread_jobs.items()},
         }
-        with concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS) as pool:
-            futures: broken.Trials = {
-                key: pool.submit(runner.run_trial, lab, spec, out_dir=out / "-".join(key))
-                for key, (lab, spec) in everything.items()
-            }
+        pool = trial_pool.TrialPool()
+        futures: broken.Trials = {
+            key: pool.submit(runner.run_trial, lab, spec, out_dir=out / "-".join(key))
+            for key, (lab, spec) in everything.items()
+        }
+        pool.start()
+        try:
             yield futures
+        finally:
+            pool.shutdown()
 
 
 def _outcome(trials: broken.Trials, kind: str, engine: str = CASE.engine) -> runner.TrialOutcome:

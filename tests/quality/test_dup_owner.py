@@ -17,7 +17,6 @@ latent.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +26,7 @@ from harness.engines import commands
 from harness.lab import shared
 from harness.trial import runner
 from tests.quality import test_broken_engines as broken
+from tests.quality import trial_pool
 
 pytestmark = [pytest.mark.quality, pytest.mark.matrix, pytest.mark.postgres]
 
@@ -54,7 +54,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
     with shared.open_lab(commands.find("reference")) as base:
         engine = broken.lab_for(base, commands.load(_case(None).description))
         ref = str(_case(None).description.relative_to(broken.REPO))
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=broken.JOBS)
+        pool = trial_pool.TrialPool()
         futures: broken.Trials = {}
         for point in POINTS:
             case = _case(point)
@@ -70,10 +70,11 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         futures[("", broken.CLEAN)] = pool.submit(
             runner.run_trial, engine, clean, out_dir=out / broken.CLEAN
         )
+        pool.start()
         try:
             yield futures
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
 
 
 @pytest.mark.parametrize("point", sorted(CAUGHT))
