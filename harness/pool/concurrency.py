@@ -10,11 +10,11 @@ is measured it decides room, with the trials' slowdown (pressure and load read h
 cores while half the CPU idles: trials wake several processes at once, Postgres's fsync
 waits count in the load); CPU pressure past PRESSURE_BUSY still shrinks it, since tasks
 waiting for a CPU is what stalls a worker past its lease; the load average decides only
-where idle CPU is not measured. It starts at START,
-grows by one while every signal says there is room and shrinks by one when one says busy,
-never above `cap` nor below 1. After each change it waits for `limit` trials to finish and,
-where idle CPU is measured, for an idle reading taken wholly after the change, so that it
-judges the machine at the new level and one busy spell is not counted twice.
+where idle CPU is not measured. It starts at START, grows by one while every signal says
+there is room and shrinks by one when one says busy, never above `cap` nor below 1. After
+each change it waits for `limit` trials to finish and, where idle CPU is measured, for an
+idle reading taken wholly after the change, so that it judges the machine at the new level
+and one busy spell is not counted twice.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ PRESSURE_ROOM = 30.0
 LOAD_BUSY = 2.0
 LOAD_ROOM = 1.25
 # The share of CPU time idle over the last few seconds (/proc/stat); where it is known it
-# decides in place of pressure and load.
+# decides room in place of pressure and load.
 IDLE_ROOM = 0.30
 IDLE_BUSY = 0.05
 # Worker start to first boundary, as a multiple of the first trials' median.
@@ -109,7 +109,8 @@ class Controller:
             return f"CPU {100 * (1 - sample.idle):.0f}% busy"
         # Tasks waiting for a CPU stall workers past their 300 ms leases, whatever idles:
         # at 7-8 trials on 2 cores (only idle CPU deciding) lapses under load cost a run its
-        # last iteration and a reply its certainty (a certify at 9f945ef: two false FAILs).
+        # last iteration and a reply its certainty (a certify at 9f945ef: two FAILs of the
+        # reference engine that load made).
         if sample.pressure is not None and sample.pressure >= PRESSURE_BUSY:
             return f"CPU pressure {sample.pressure:.0f}%"
         if sample.idle is None and sample.load is not None and sample.load >= LOAD_BUSY:
