@@ -123,8 +123,7 @@ class Toxiproxy:
         self.port = port
         self.timeout_s = timeout_s
         self.ledger = Ledger()
-        ports = proxy_ports.below_ephemeral()
-        self.ports = None if ports is None else proxy_ports.PortBook(ports)
+        self.ports = proxy_ports.shared()
 
     @property
     def api_url(self) -> str:
@@ -153,7 +152,7 @@ class Toxiproxy:
         self.ledger.claim(name)
         book = None if listen is not None else self.ports
         for _ in range(PORT_TRIES):
-            port = None if book is None else book.take(name)
+            port = None if book is None else book.take(self._held_as(name))
             address = listen or f"{LOOPBACK}:{port or 0}"
             body = {"name": name, "upstream": upstream, "listen": address, "enabled": True}
             try:
@@ -162,7 +161,7 @@ class Toxiproxy:
                 raise  # no answer: it may exist, so name and port stay claimed (never foreign)
             except errors.CrashcertError as error:
                 if book is not None and ADDRESS_IN_USE in str(error):
-                    book.refused(name)
+                    book.refused(self._held_as(name))
                     continue
                 self._forget(name)  # refused: not ours (a 409 means someone else's)
                 raise
@@ -173,10 +172,14 @@ class Toxiproxy:
             f"proxy {name!r}: {PORT_TRIES} ports in a row were taken by other processes"
         )
 
+    def _held_as(self, name: str) -> str:
+        # One book serves every client and store server: names are this server's own.
+        return f"{self.api_url}/{name}"
+
     def _forget(self, name: str) -> None:
         self.ledger.forget(name)
         if self.ports is not None:
-            self.ports.release(name)
+            self.ports.release(self._held_as(name))
 
     def get(self, name: str) -> Proxy:
         return Proxy(self, self._request("GET", f"/proxies/{name}"))

@@ -1,4 +1,5 @@
-"""Listen ports for the lab's proxies, chosen by the harness so that a cut never gives one away.
+"""Listen ports for the lab's proxies and the engines' store servers, chosen by the harness
+so that a cut never gives one away and no server is handed a port the kernel hands out.
 
 A cut disables its proxy, and Toxiproxy closes the listener: the port is free until the
 heal. Left to the kernel (port 0), a proxy made meanwhile for another trial could be handed
@@ -12,6 +13,12 @@ So a proxy made without a port gets one from a range below the kernel's ephemera
 it is deleted. In the lab's own network namespace nothing else binds there; without one, a
 port another process holds is skipped, and a stranger could still take a cut proxy's port
 while it is free (the harness's isolation-off threat model: docs/security.md).
+
+An engine's store server (harness/lab/store_links.py) takes its ports from the same book:
+a port probed free in the ephemeral range could be given, before the server binds it, to
+any process's outgoing connection or to a port the server itself asks the kernel for (a
+CI run: Temporal's dev server bound its worker service to the metrics port we had picked,
+panicked, and the trial ERRORed).
 """
 
 from __future__ import annotations
@@ -36,6 +43,23 @@ def below_ephemeral(path: pathlib.Path = EPHEMERAL_RANGE) -> range | None:
         first = 32768  # Linux's default; elsewhere no such file
     low = max(LOWEST, first - SPAN)
     return range(low, first) if first - low >= 100 else None
+
+
+_shared: PortBook | None = None
+_shared_lock = threading.Lock()
+
+
+def shared() -> PortBook | None:
+    """The process's one book, None where the ephemeral range leaves no room: proxies and
+    store servers take from it, so none is handed a port another of ours holds."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            ports = below_ephemeral()
+            if ports is None:
+                return None
+            _shared = PortBook(ports)
+        return _shared
 
 
 class PortBook:
@@ -76,6 +100,11 @@ class PortBook:
         """`name` was deleted (or never made): its port may serve another proxy."""
         with self._lock:
             self._held.pop(name, None)
+
+    def refuses(self, port: int) -> bool:
+        """Whether the book will never offer `port` again (someone else's)."""
+        with self._lock:
+            return port in self._refused
 
     def held(self) -> dict[str, int]:
         with self._lock:

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness import errors
 from harness.engines import adapter, store
-from harness.lab import processes, proxy
+from harness.lab import processes, proxy, proxy_ports
 from harness.lab.postgres import embedded
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,11 @@ HOST = proxy.LOOPBACK
 READY_POLL_S = 0.1
 READY_COMMAND_TIMEOUT_S = 10.0
 SERVER_LOGS = "servers"
-# First starts on fresh ports (as embedded Postgres and Toxiproxy do): a port is probed
-# free, then bound by the server a moment later, and in between any process's outbound
-# connection may be given it as its ephemeral port (seen beside two CPU hogs: Temporal's
-# HTTP port taken, the server exited, the trial ERROR).
+# The server's ports come from below the kernel's ephemeral range (harness/lab/proxy_ports.py):
+# probed free in that range, one could be given to any outgoing connection, or to the
+# server's own request for a free port, before the server bound it (seen: Temporal's HTTP
+# port taken beside two CPU hogs; its worker service bound to our metrics port in CI). A
+# first start whose port a stranger took anyway is tried again on fresh ports.
 PORT_ATTEMPTS = 3
 
 
@@ -56,14 +57,36 @@ class StoreServer:
         self._data = directory / "store"
         self._data.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._logs = directory / SERVER_LOGS
+        self._book = proxy_ports.shared()
         self.ports = self._free_ports()
         self._process: processes.Worker | None = None
         self._starts = 0
         self._lock = threading.Lock()
 
     def _free_ports(self) -> dict[str, int]:
-        """A loopback port the kernel finds free now for each port the server names."""
-        return {name: embedded.free_port() for name in self._spec.ports}
+        """A loopback port free now for each port the server names, held in the book until
+        the server stops (the kernel's choice where the book has no room)."""
+        if self._book is None:
+            return {name: embedded.free_port() for name in self._spec.ports}
+        ports = {}
+        for name in self._spec.ports:
+            while embedded.port_taken(port := self._book.take(self._held_as(name))):
+                self._book.refused(self._held_as(name))  # a stranger's: never again
+            ports[name] = port
+        return ports
+
+    def _held_as(self, name: str) -> str:
+        return f"store-{id(self):x}-{name}"
+
+    def _give_back_ports(self) -> None:
+        """Release the ports in the book; one a stranger holds now is never tried again."""
+        if self._book is None:
+            return
+        for name, port in self.ports.items():
+            if embedded.port_taken(port):
+                self._book.refused(self._held_as(name))
+            else:
+                self._book.release(self._held_as(name))
 
     def _values(self) -> dict[str, str]:
         return {
@@ -107,6 +130,7 @@ class StoreServer:
                 if not first or attempt == PORT_ATTEMPTS - 1 or not self._lost_a_port():
                     raise
             log.info("the store server's ports %s were taken: new ports", self.ports)
+            self._give_back_ports()
             self.ports = self._free_ports()
 
     def _lost_a_port(self) -> bool:
@@ -180,6 +204,9 @@ class StoreServer:
             process, self._process = self._process, None
         if process is not None:
             process.terminate()
+        if self._book is not None:
+            for name in self.ports:
+                self._book.release(self._held_as(name))
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -236,5 +263,9 @@ def for_trial(
     if description is None:
         return None
     server = StoreServer(description, cwd=engine.cwd, directory=directory)
-    server.start()
+    try:
+        server.start()
+    except BaseException:
+        server.stop()  # a server never ready still runs, and still holds its ports
+        raise
     return StoreLinks(server, client, prefix=prefix)

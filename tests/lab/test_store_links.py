@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pathlib
 import socket
+import types
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from harness import errors
 from harness.engines import commands
 from harness.faults import spec
-from harness.lab import store_links
+from harness.lab import proxy_ports, store_links
 
 # The server is a real process (Python's http.server), started, killed and started again.
 pytestmark = pytest.mark.processes
@@ -94,34 +94,75 @@ def test_a_server_that_exits_is_an_environment_problem(tmp_path: pathlib.Path) -
         server.start()
 
 
-@pytest.fixture
-def stranger() -> Iterator[socket.socket]:
-    """A socket holding a loopback port without listening on it: how an outbound
-    connection holds the ephemeral port it was given."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock
+def test_the_servers_ports_are_never_where_the_kernel_hands_ports_out(
+    tmp_path: pathlib.Path,
+) -> None:
+    """In CI, Temporal's dev server asked the kernel for a free port for its worker service
+    and was given the metrics port we had probed free for it: it panicked, the trial
+    ERRORed. Ports from below the ephemeral range are never handed out by the kernel, and
+    the book keeps them from our other servers and proxies until the server stops."""
+    ephemeral = proxy_ports.below_ephemeral()
+    book = proxy_ports.shared()
+    assert ephemeral is not None and book is not None
+    description = _description(server=SERVER, links={"web": {"env": "STORE_URL", "port": "web"}})
+    servers = [
+        store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path / str(i))
+        for i in range(3)
+    ]
+    ports = [server.ports["web"] for server in servers]
+    assert all(port in ephemeral for port in ports) and len(set(ports)) == 3
+    assert set(ports) <= set(book.held().values())
+    servers[0].start()
+    for server in servers:
+        server.stop()
+    assert not set(ports) & set(book.held().values())
 
 
 def test_a_port_taken_between_the_probe_and_the_bind_moves_the_first_start(
-    tmp_path: pathlib.Path, stranger: socket.socket, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path,
 ) -> None:
-    """The probe finds a port free, someone else binds it before the server does: the
-    server exits on EADDRINUSE, and its first start goes on from fresh ports."""
-    taken = stranger.getsockname()[1]
-    probes = iter([taken])
-    fresh = store_links.embedded.free_port
-    monkeypatch.setattr(store_links.embedded, "free_port", lambda: next(probes, None) or fresh())
+    """The book finds a port free, someone else binds it before the server does: the
+    server exits on EADDRINUSE, its first start goes on from fresh ports, and the book
+    never offers the stranger's port again."""
     description = _description(server=SERVER, links={"web": {"env": "STORE_URL", "port": "web"}})
     server = store_links.StoreServer(description, cwd=str(tmp_path), directory=tmp_path)
-    assert server.ports == {"web": taken}
-    server.start()
-    try:
-        assert server.ports["web"] != taken and _accepts(server.ports["web"])
-        first = (tmp_path / store_links.SERVER_LOGS / "server-1.log").read_text()
-        assert "Address already in use" in first
-    finally:
-        server.stop()
+    taken = server.ports["web"]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as stranger:
+        stranger.bind(("127.0.0.1", taken))
+        server.start()
+        try:
+            assert server.ports["web"] != taken and _accepts(server.ports["web"])
+            first = (tmp_path / store_links.SERVER_LOGS / "server-1.log").read_text()
+            assert "Address already in use" in first
+        finally:
+            server.stop()
+    book = proxy_ports.shared()
+    assert book is not None and book.refuses(taken)
+
+
+def test_a_server_never_ready_is_stopped_and_gives_its_ports_back(
+    tmp_path: pathlib.Path,
+) -> None:
+    engine = types.SimpleNamespace(
+        description=_description(
+            server={
+                **SERVER,
+                "command": ["sleep", "60"],
+                "ready": ["false"],
+                "ready_timeout_s": 0.3,
+            },
+            links={"web": {"env": "STORE_URL", "port": "web"}},
+        ),
+        cwd=str(tmp_path),
+    )
+    book = proxy_ports.shared()
+    assert book is not None
+    before = dict(book.held())
+    with pytest.raises(errors.EnvironmentProblem, match="not ready within"):
+        store_links.for_trial(engine, None, tmp_path, prefix="t")
+    assert book.held() == before
+    log = next((tmp_path / store_links.SERVER_LOGS).glob("server-*.log")).read_text()
+    assert "killed by SIGTERM" in log
 
 
 def test_a_restart_keeps_its_ports_even_when_one_was_taken(
