@@ -330,14 +330,28 @@ def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> l
     Postgres says a lost acknowledgement's transaction committed), the interruption held
     the worker inside the window that commit opened, and counts as struck there.
     """
-    landed = set(commit_sent(history).values()) | {lost.hit.seq for lost in lost_acks(history)}
+    landed = _landed(history)
+    return [
+        item
+        for item in interruptions(history)
+        if item.hit and _window_point(item.hit, landed) in window
+    ]
 
-    def where(hit: history_module.BoundaryHit) -> str:
-        if is_before_commit(hit) and hit.seq in landed:
-            return boundaries.base_name(point(hit))
-        return point(hit)
 
-    return [item for item in interruptions(history) if item.hit and where(item.hit) in window]
+def window_point(history: history_module.TrialHistory, hit: history_module.BoundaryHit) -> str:
+    """The point a worker held at `hit` was at, for a window: a `:before_commit` hit whose
+    transaction committed all the same counts as its commit point (see struck_in)."""
+    return _window_point(hit, _landed(history))
+
+
+def _landed(history: history_module.TrialHistory) -> set[int]:
+    return set(commit_sent(history).values()) | {lost.hit.seq for lost in lost_acks(history)}
+
+
+def _window_point(hit: history_module.BoundaryHit, landed: set[int]) -> str:
+    if is_before_commit(hit) and hit.seq in landed:
+        return boundaries.base_name(point(hit))
+    return point(hit)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,12 +9,13 @@ INCONCLUSIVE with the reason, and a worker that crashed on its own is named with
 
 from __future__ import annotations
 
-from harness.checkers import facts, verdict
+from harness.checkers import facts, handovers, verdict
 from harness.contract import boundaries, run_report
 from harness.record import history as history_module
 
 CRASHED = "crashed"
 UNCERTAIN = "delivery_uncertain"
+EXHAUSTED = "budget_exhausted"
 # A worker that crashes at start-up crashes again in every replacement: the first few
 # crashes with their log tails say it all.
 CRASHES_SHOWN = 3
@@ -62,17 +63,30 @@ def first_crash(history: history_module.TrialHistory) -> str | None:
 def accepted_status(
     history: history_module.TrialHistory, report: run_report.RunReport
 ) -> str | None:
-    """Why the terminal status is acceptable, or None: the scenario's expected status, or
-    `delivery_uncertain` after a fault in the delivery window on a sink that cannot be asked."""
+    """Why the terminal status is acceptable, or None: the scenario's expected status;
+    `delivery_uncertain` after a fault, or a lease handover, in the delivery window on a
+    sink that cannot be asked; `budget_exhausted` when handovers no fault planned (load
+    stalling a live worker past its lease) made the engine spend the budget (handovers.py)."""
     expected = history.scenario.expect.status
     if report.status == expected:
         return f"status {report.status} as expected"
-    struck = facts.struck_in(history, boundaries.DELIVERY_WINDOW)
-    if report.status == UNCERTAIN and struck and not history.scenario.sink.queryable:
-        return (
-            f"status {UNCERTAIN} instead of {expected}: a fault struck in the delivery window "
-            f"({struck[0].describe()}) and the sink cannot be queried"
-        )
+    if report.status == UNCERTAIN and not history.scenario.sink.queryable:
+        struck = facts.struck_in(history, boundaries.DELIVERY_WINDOW)
+        if struck:
+            return (
+                f"status {UNCERTAIN} instead of {expected}: a fault struck in the delivery "
+                f"window ({struck[0].describe()}) and the sink cannot be queried"
+            )
+        handed = handovers.in_delivery_window(history)
+        if handed:
+            return (
+                f"status {UNCERTAIN} instead of {expected}: {handed[0].describe()}, inside "
+                "the delivery window, and the sink cannot be queried"
+            )
+    if report.status == EXHAUSTED:
+        spent = handovers.budget_spent_on_unplanned(history)
+        if spent is not None:
+            return f"status {EXHAUSTED} instead of {expected}: {spent}"
     return None
 
 

@@ -39,6 +39,7 @@ def refund_scenario(
     expect: str = "succeeded",
     deadline_s: float = 20.0,
     lookup_redeployed: bool = False,
+    iterations: int = 6,
 ) -> schema.Scenario:
     # lookup_redeployed: the lookup service is redeployed (version 2) after its first request
     redeploy = {"redeploy": {"version": "2"}} if lookup_redeployed else {}
@@ -46,7 +47,7 @@ def refund_scenario(
         {
             "name": "refund",
             "input": {"user": "Order ord-{run} arrived broken. Please refund it."},
-            "budgets": {"iterations": 6, "tool_calls": 4, "tokens": 5000},
+            "budgets": {"iterations": iterations, "tool_calls": 4, "tokens": 5000},
             "tools": [
                 {
                     "name": "lookup_order",

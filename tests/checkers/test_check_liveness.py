@@ -175,3 +175,93 @@ def test_pass_names_the_status_and_the_time_against_the_deadline() -> None:
         f"status succeeded as expected; terminal {finished - 1.0:.3f}s after the last heal, "
         "within the 20s deadline"
     )
+
+
+def handed_over_while_sending() -> builders.Trial:
+    """openclaw_22780 under pause@reply.ready#1 in a certify at 8 trials on 2 cores: w-1 is
+    paused at reply.ready, w-2 claims and commits reply.sending, then stalls past its lease
+    (load, no fault) and the resumed w-1 claims: nobody can tell whether the reply went out."""
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    ready = trial.model_turn(2)
+    trial.fault("pause", ready)
+    trial.claim("w-2")
+    trial.checkpoint("reply.sending", None)
+    trial.fault("resume", worker="w-1")
+    trial.claim("w-1")
+    trial.finish("delivery_uncertain")
+    return trial
+
+
+def test_uncertain_delivery_is_accepted_after_a_handover_no_fault_planned_in_the_window() -> None:
+    result = liveness.check(handed_over_while_sending().build())
+    assert result.verdict is V.PASS, builders.evidence(result)
+    assert result.summary.startswith(
+        "status delivery_uncertain instead of succeeded: the lease changed hands at "
+        "run.claimed#3 by w-1"
+    )
+    assert "with the run at reply.sending#1 by w-2" in result.summary
+    assert "(no fault planned), inside the delivery window" in result.summary
+
+
+def test_uncertain_delivery_after_a_handover_before_the_window_fails() -> None:
+    """The handover the pause made happened at reply.ready: the new holder knew nothing
+    was sent, and must not end uncertain."""
+    trial = builders.Trial(builders.refund_scenario(sink_queryable=False))
+    builders.first_round(trial)
+    builders.refund_round(trial)
+    trial.fault("pause", trial.model_turn(2))
+    trial.claim("w-2")
+    trial.finish("delivery_uncertain")
+    assert liveness.check(trial.build()).verdict is V.FAIL
+
+
+def reserved_again(*, unplanned: bool, kills: int = 1, iterations: int = 4) -> builders.Trial:
+    """pydantic_ai_6979 under kill@model.pending#1 in the same certify: the kill costs turn
+    0 an iteration; w-2 then stalls past its lease between turn 1's answer and its
+    decision (load, no fault), claims the run again and reserves turn 1 again; the
+    budget (4 for 3 turns) runs out before turn 2. `unplanned=False`: the same repeat
+    with no handover before it."""
+    trial = builders.Trial(builders.refund_scenario(iterations=iterations))
+    trial.claim("w-1")
+    for worker in ("w-2", "w-3")[:kills]:
+        pending = trial.checkpoint("model.pending", "model_pending", turn=0)
+        trial.iterations += 1
+        builders.kill(trial, pending)
+        trial.claim(worker)
+    trial.model_turn(0)
+    trial.run_tool("call_lookup")
+    trial.close_round()
+    trial.model_call(1)
+    trial.hit("tools.pending:before_commit")  # its commit fenced: the lease was gone
+    if unplanned:
+        trial.claim(trial.worker)
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    trial.finish("budget_exhausted")
+    return trial
+
+
+def test_budget_spent_on_a_handover_no_fault_planned_is_accepted() -> None:
+    result = liveness.check(reserved_again(unplanned=True).build())
+    assert result.verdict is V.PASS, builders.evidence(result)
+    assert result.summary.startswith(
+        "status budget_exhausted instead of succeeded: the iteration budget (4 for 3 scripted "
+        "turns) went to 2 repeated model.pending, 1 after a handover no fault planned (the "
+        "lease changed hands at run.claimed#3 by w-2"
+    )
+
+
+def test_budget_exhausted_without_a_handover_fails() -> None:
+    result = liveness.check(reserved_again(unplanned=False).build())
+    assert result.verdict is V.FAIL
+    assert result.summary.startswith("status budget_exhausted")
+
+
+def test_budget_exhausted_where_the_planned_faults_alone_overrun_it_fails() -> None:
+    """Two kills at model.pending already cost the 4-iteration budget its room for the
+    script: the handover no fault planned is not why the run stopped short."""
+    result = liveness.check(reserved_again(unplanned=True, kills=2).build())
+    assert result.verdict is V.FAIL
