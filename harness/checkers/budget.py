@@ -10,6 +10,7 @@ before they were recorded, and never used, may be missing.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 
@@ -21,6 +22,7 @@ from harness.world import ledger
 
 INVARIANT = "budget.not_restored"
 ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
+MODEL_PENDING = "model.pending"
 
 
 def _total(usage: dict[str, int] | None) -> int | None:
@@ -193,6 +195,30 @@ def _calls_reached(history: history_module.TrialHistory) -> int:
     return sum(min(len(found), facts.allowed_calls(counts, call)) for call, found in keys.items())
 
 
+def _reserved_before_asked(
+    history: history_module.TrialHistory,
+    answered: list[ledger.ModelRequest],
+    failures: list[str],
+) -> None:
+    """Each answered inference had its own reservation reported before it was asked: an
+    engine reports `model.pending` once the iteration is reserved, then asks. Counted as
+    they happen, not only in the end's totals, where a later reservation never used (a
+    twin owner's, say) would hide two answers drawn on one. Engines that report no
+    `model.pending` (black boxes) are judged by the totals alone."""
+    reserved = [hit.seq for hit in facts.run_hits(history) if facts.point(hit) == MODEL_PENDING]
+    if not reserved:
+        return
+    for count, request in enumerate(answered, start=1):
+        before = bisect.bisect_left(reserved, request.seq)
+        if count > before:
+            failures.append(
+                f"model request seq {request.seq} (turn {request.turn}) made {count} answered "
+                f"200 with {before} model.pending reported before it: an inference was not "
+                "reserved"
+            )
+            return
+
+
 def _ledger_rows(history: history_module.TrialHistory, failures: list[str]) -> None:
     rows = facts.table_rows(history, "budget_ledger")
     seen: collections.Counter[tuple[str, str]] = collections.Counter(
@@ -236,6 +262,7 @@ def check(history: history_module.TrialHistory) -> verdict.CheckResult:
     if TOKENS in budget:
         _tokens(history, report, against, notes)
         _unbilled(history, report, against, notes)
+    _reserved_before_asked(history, answered, failures)
     if report.terminal:
         failures.extend(against)
     else:

@@ -113,6 +113,8 @@ INVARIANTS: dict[str, Described] = {
             "ledger's 200 answers and the tool requests; an answer the engine used "
             "afterwards (its tool calls reached the world, a later turn was asked for,"
             " its reply was posted) has a `recorded` call of its turn in the report; "
+            "where the engine reports `model.pending`, each answer has a reservation "
+            "reported before it, counted as they come; "
             "INCONCLUSIVE when a budget is missing from the report"
         ),
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers import budget, verdict
+from harness.record import history as history_module
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -234,3 +235,47 @@ def test_pass_names_each_budget_against_what_the_world_served() -> None:
         f"reached a tool, tokens {tokens} of 5000 for 3 recorded model calls; never lower "
         "across 2 report snapshots"
     )
+
+
+def two_owners_drew_on_one_reservation() -> builders.Trial:
+    """A dup_owner trial of tests/quality (resume_own_runs, model.pending#1) as CI saw it:
+    the held worker reserved turn 0's inference, its twin under the same id asked for it,
+    and so did the held worker: two answers, one reservation. The twin then reserved turn
+    1 and lost the run before asking; the held worker took it back and reserved turn 1
+    again. The end's totals balance (4 reserved, 4 answered); the order does not."""
+    trial = builders.Trial()
+    trial.claim("w-1")
+    trial.checkpoint("model.pending", "model_pending", turn=0)
+    trial.iterations += 1
+    for _ in range(2):  # the twin, then the held worker
+        trial.model_request(0)
+        trial.hit("model.returned", turn=0)
+    trial.decide(0)
+    trial.run_tool("call_lookup")
+    trial.close_round()
+    trial.checkpoint("model.pending", "model_pending", turn=1)  # the twin's, never used
+    trial.iterations += 1
+    trial.claim("w-1")
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    return builders.last_turn(trial)
+
+
+def test_two_answers_drawn_on_one_reservation_fail_though_the_totals_balance() -> None:
+    trial = two_owners_drew_on_one_reservation()
+    result = budget.check(trial.build())
+    second = trial.model[1]
+    assert result.verdict is V.FAIL, builders.evidence(result)
+    assert result.summary == (
+        f"model request seq {second.seq} (turn 0) made 2 answered 200 with 1 model.pending "
+        "reported before it: an inference was not reserved"
+    )
+    assert "4 model requests answered 200, iterations used 4" in builders.evidence(result)
+
+
+def test_an_engine_that_reports_no_model_pending_is_judged_by_the_totals_alone() -> None:
+    history = two_owners_drew_on_one_reservation().build()
+    events = [e for e in history.events if not isinstance(e, history_module.BoundaryHit)]
+    result = budget.check(history.model_copy(update={"events": events}))
+    assert result.verdict is V.PASS, builders.evidence(result)

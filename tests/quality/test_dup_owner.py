@@ -7,7 +7,9 @@ as it is. The twin dup_owner starts under the held worker's id therefore takes t
 the fault's fixed schedule (the twin moves first and is held there until the held worker
 reported again) makes both act on the state the run had at the point, whatever the
 machine's load: in the model window both ask the model for the one inference reserved
-(budget.not_restored), in the tool window both send the step's request
+(budget.not_restored, which counts reservations as the answers come: in one CI run the
+twin then reserved turn 1 and lost the run, and that reservation, never used, balanced
+the end's totals), in the tool window both send the step's request
 (tool.at_most_once). At run.claimed nothing is in flight yet: the twin's first move opens
 the model call and the held worker answers it, so one more step of each owner decides
 whether anything is done twice, and that race the schedule does not fix; the reference
