@@ -214,11 +214,32 @@ class EngineUnderFaults(stateful.RuleBasedStateMachine):
                 effect.arguments["order_id"] for effect in snapshot.tool_effects(REFUND)
             )
             expected = {f"ord-{key}": 1 for key in self.rig.runs.values()}
-            assert dict(refunds) == expected, f"refunds {dict(refunds)}, {steps}"
+            assert dict(refunds) == expected, (
+                f"refunds {dict(refunds)}, {steps}; {_what_the_world_saw(snapshot, reports)}"
+            )
             delivered = collections.Counter(d.run_id for d in snapshot.deliveries())
             assert dict(delivered) == dict.fromkeys(self.rig.runs, 1), f"{delivered}, {steps}"
         finally:
             self.rig.close()
+
+
+def _what_the_world_saw(snapshot: world_module.WorldSnapshot, reports: dict[str, Any]) -> str:
+    """The refund's requests and queries as the world answered them, requests refused as
+    foreign, and each run's tool calls as its engine reports them: once a CI run ended
+    `succeeded` with no refund in the world, and the message alone had to say why."""
+    requests = [
+        f"seq {r.seq} key {r.key} -> {r.status_code} {r.outcome}"
+        for r in snapshot.tool_requests(REFUND)
+    ]
+    queries = [f"seq {q.seq} key {q.key} found={q.found}" for q in snapshot.tool_queries()]
+    calls = {
+        run_id: [(call.name, call.key, call.state) for call in report.tool_calls]
+        for run_id, report in reports.items()
+    }
+    return (
+        f"refund requests {requests}; queries {queries}; foreign {snapshot.foreign}; "
+        f"reported calls {calls}"
+    )
 
 
 def test_reference_engine_under_interleaved_faults(
