@@ -4,9 +4,10 @@ Several workers (real processes, each behind its own Toxiproxy proxy) serve seve
 runs of one world at once. Hypothesis interleaves submissions, worker starts, kills,
 pauses and resumes, database cuts and heals, and moments for the world to move. After
 every step nothing may have happened twice outside the engine (no refund, no reply); at
-the end, once everything is healed, every run must reach `succeeded` with exactly one
-refund and one reply. Workers report no boundaries here: faults land wherever the workers
-happen to be, as in production.
+the end, once everything is healed, every run must reach `succeeded` with one reply and
+exactly one refund, or none when its engine ended the refund `outcome_unknown`. Workers
+report no boundaries here: faults land wherever the workers happen to be, as in
+production.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ pytestmark = [pytest.mark.matrix, pytest.mark.postgres, pytest.mark.toxiproxy]
 
 SCENARIO = schema.find("refund")
 REFUND = "refund_order"
+UNKNOWN = "outcome_unknown"
 MAX_RUNS = 4
 MAX_WORKERS = 3
 # A moment for the world to move: until its ledgers grow, at most this long.
@@ -213,10 +215,19 @@ class EngineUnderFaults(stateful.RuleBasedStateMachine):
             refunds = collections.Counter(
                 effect.arguments["order_id"] for effect in snapshot.tool_effects(REFUND)
             )
-            expected = {f"ord-{key}": 1 for key in self.rig.runs.values()}
-            assert dict(refunds) == expected, (
-                f"refunds {dict(refunds)}, {steps}; {_what_the_world_saw(snapshot, reports)}"
-            )
+            # Exactly one refund per run, unless the engine ended the refund
+            # outcome_unknown: a worker cut or paused after recording the call as started,
+            # before its request left, cannot be told from one whose request is in flight,
+            # so the contract never sends it again (CONTRACT.md s. 7, "Decided questions").
+            for run_id, key in self.rig.runs.items():
+                unknown = any(
+                    call.name == REFUND and call.state == UNKNOWN
+                    for call in reports[run_id].tool_calls
+                )
+                wanted = range(2) if unknown else range(1, 2)
+                assert refunds[f"ord-{key}"] in wanted, (
+                    f"refunds {dict(refunds)}, {steps}; {_what_the_world_saw(snapshot, reports)}"
+                )
             delivered = collections.Counter(d.run_id for d in snapshot.deliveries())
             assert dict(delivered) == dict.fromkeys(self.rig.runs, 1), f"{delivered}, {steps}"
         finally:
