@@ -24,13 +24,7 @@ class Held:
 
     def downgrade(self) -> None:
         """From alone to beside the others; a shared holder stays as it is."""
-        with self._gate._condition:
-            if not self.exclusive:
-                return
-            self.exclusive = False
-            self._gate._exclusive = False
-            self._gate._shared += 1
-            self._gate._condition.notify_all()
+        self._gate.downgrade(self)
 
 
 class SharedExclusive:
@@ -40,6 +34,15 @@ class SharedExclusive:
         self._condition = threading.Condition()
         self._shared = 0
         self._exclusive = False
+
+    def downgrade(self, held: Held) -> None:
+        with self._condition:
+            if not held.exclusive:
+                return
+            held.exclusive = False
+            self._exclusive = False
+            self._shared += 1
+            self._condition.notify_all()
 
     @contextlib.contextmanager
     def hold(self, *, exclusive: bool) -> Iterator[Held]:
