@@ -275,11 +275,8 @@ def trials(base_lab: shared.Lab, tmp_path_factory: pytest.TempPathFactory) -> It
             directory = out / kind / case.engine
             submit = pool.submit_beside if hangs(case, kind) else pool.submit
             futures[(case.engine, kind)] = submit(runner.run_trial, lab, spec, out_dir=directory)
-    pool.start()
-    try:
+    with pool.running():
         yield futures
-    finally:
-        pool.shutdown()
 
 
 def explain(outcome: runner.TrialOutcome) -> str:

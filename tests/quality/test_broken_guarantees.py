@@ -151,11 +151,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
                 futures[(case.scenario, kind)] = submit(
                     runner.run_trial, lab, spec, out_dir=out / kind / case.scenario
                 )
-        pool.start()
-        try:
+        with pool.running():
             yield futures
-        finally:
-            pool.shutdown()
 
 
 def _outcome(trials: broken.Trials, name: str, kind: str) -> runner.TrialOutcome:

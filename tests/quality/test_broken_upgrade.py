@@ -83,11 +83,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             key: pool.submit(runner.run_trial, lab, spec, out_dir=out / "-".join(key))
             for key, (lab, spec) in everything.items()
         }
-        pool.start()
-        try:
+        with pool.running():
             yield futures
-        finally:
-            pool.shutdown()
 
 
 def _outcome(trials: broken.Trials, kind: str, engine: str = CASE.engine) -> runner.TrialOutcome:

@@ -72,11 +72,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
         futures[("", broken.CLEAN)] = pool.submit(
             runner.run_trial, engine, clean, out_dir=out / broken.CLEAN
         )
-        pool.start()
-        try:
+        with pool.running():
             yield futures
-        finally:
-            pool.shutdown()
 
 
 @pytest.mark.parametrize("point", sorted(CAUGHT))

@@ -43,10 +43,10 @@ def test_shutdown_cancels_what_has_not_started() -> None:
         return item
 
     futures = [pool.submit(work, item) for item in range(4)]
-    pool.start()
-    assert running.wait(10)
-    threading.Timer(0.1, release.set).start()
-    pool.shutdown()  # returns once the running one ended
+    with pool.running():
+        assert running.wait(10)
+        threading.Timer(0.1, release.set).start()
+    # leaving it shut the pool down, once the running one ended
     assert futures[0].result(timeout=0) == 0
     assert all(f.cancelled() for f in futures[1:])
 

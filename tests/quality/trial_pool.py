@@ -11,9 +11,10 @@ waits with a slot idle.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.pool import autojobs
@@ -67,6 +68,16 @@ class TrialPool:
         )
         for thread in self._threads:
             thread.start()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Started on entry; on exit, trials not started never start and the running ones
+        end (a module fixture yields its futures inside)."""
+        self.start()
+        try:
+            yield
+        finally:
+            self.shutdown()
 
     def shutdown(self) -> None:
         """Trials not started never start; the running ones end before it returns."""
