@@ -1,8 +1,7 @@
 """`--jobs auto`: the glue between the trial pool and the pure controller (concurrency.py).
 
-After each trial it reads the machine (CPU pressure, load average, idle CPU), the trial's
-worker start to first boundary and the leases it saw change hands with no fault planned,
-and keeps as many trials in flight as the controller says.
+After each trial it reads the machine (CPU pressure, load average, idle CPU) and the trial's
+worker start to first boundary, and keeps as many trials in flight as the controller says.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import errors
-from harness.checkers import handovers
 from harness.pool import concurrency
 from harness.trial import runner
 
@@ -112,11 +110,6 @@ def latency(outcome: runner.TrialOutcome) -> float | None:
     return max(0.0, hits[0].t - trial.workers_started_at)
 
 
-def lapses(outcome: runner.TrialOutcome) -> int:
-    """Leases the trial saw change hands with no fault planned (0 for a black box)."""
-    return sum(1 for found in handovers.handovers(outcome.history) if found.planned is None)
-
-
 class Auto:
     """A Sizer for interrupt.run_pool; one per command, so certify's passes learn as one."""
 
@@ -146,12 +139,8 @@ class Auto:
         return self.controller.cap
 
     def finished(self, result: object) -> concurrency.Decision:
-        outcome = result if isinstance(result, runner.TrialOutcome) else None
-        sample = dataclasses.replace(
-            self._machine(),
-            latency=latency(outcome) if outcome else None,
-            lapses=lapses(outcome) if outcome else None,
-        )
+        measured = latency(result) if isinstance(result, runner.TrialOutcome) else None
+        sample = dataclasses.replace(self._machine(), latency=measured)
         return self.controller.observe(sample)
 
     def run(
