@@ -8,8 +8,10 @@ and on a sink that cannot be asked it ends `delivery_uncertain` when the lease c
 hands with the delivery window open. `run.liveness` accepts those endings after such a
 handover as it does after a planned fault (reach.accepted_status). Two certify trials at 8
 at once on 2 cores ended so (pydantic_ai_6979 under kill@model.pending#1, openclaw_22780
-under pause@reply.ready#1) and were failed. A black box reports no claims: its handovers
-are invisible, and nothing is accepted for them.
+under pause@reply.ready#1) and were failed. An engine's own releases are handovers with
+no fault planned too (a run parked for approval and claimed again, a retry after a
+backoff): the new holder knows as little, and is judged alike. A black box reports no
+claims: its handovers are invisible, and nothing is accepted for them.
 """
 
 from __future__ import annotations
@@ -48,10 +50,17 @@ def handovers(history: history_module.TrialHistory) -> list[Handover]:
             at = hit
             continue
         if previous is not None:
-            planned = next((i for i in interruptions if previous.seq < i.fault.seq < hit.seq), None)
+            planned = next((i for i in interruptions if previous.seq <= _anchor(i) < hit.seq), None)
             found.append(Handover(hit, at, planned))
         previous = hit
     return found
+
+
+def _anchor(interruption: facts.Interruption) -> int:
+    """Where a fault belongs in the run: the hit it struck at. Its own record may come
+    after the claim it caused (a killed worker's run is claimed before the kill is
+    recorded); a fault without a hit (a time hit: black boxes only) by its record."""
+    return interruption.hit.seq if interruption.hit else interruption.fault.seq
 
 
 def in_delivery_window(history: history_module.TrialHistory) -> list[Handover]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.checkers import liveness, verdict
+from harness.checkers import handovers, liveness, verdict
 from tests.checkers import builders
 
 V = verdict.Verdict
@@ -265,3 +265,27 @@ def test_budget_exhausted_where_the_planned_faults_alone_overrun_it_fails() -> N
     script: the handover no fault planned is not why the run stopped short."""
     result = liveness.check(reserved_again(unplanned=True, kills=2).build())
     assert result.verdict is V.FAIL
+
+
+def test_a_kill_recorded_after_the_claim_it_caused_is_planned() -> None:
+    """The standby claims a killed worker's run the moment its session ends, often before
+    the harness has recorded the kill: the handover is still the kill's. Two such kills
+    cost turn 1 two repeats, which a budget of 4 for 3 turns cannot absorb whatever the
+    lapse after them did: the run's exhaustion is the plan's, not the load's."""
+    trial = builders.Trial(builders.refund_scenario(iterations=4))
+    builders.first_round(trial)
+    for standby in ("w-2", "w-3"):
+        pending = trial.checkpoint("model.pending", "model_pending", turn=1)
+        trial.iterations += 1
+        trial.claim(standby)
+        trial.fault("kill", pending)  # recorded after the claim it caused
+    trial.model_call(1)
+    trial.hit("tools.pending:before_commit")
+    trial.claim("w-3")  # a lapse: nothing planned
+    trial.model_turn(1)
+    trial.run_tool("call_refund")
+    trial.close_round()
+    trial.finish("budget_exhausted")
+    found = handovers.handovers(trial.build())
+    assert [h.planned is not None for h in found] == [True, True, False]
+    assert liveness.check(trial.build()).verdict is V.FAIL
