@@ -22,7 +22,6 @@ from harness.world import ledger
 
 INVARIANT = "budget.not_restored"
 ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
-MODEL_PENDING = "model.pending"
 
 
 def _total(usage: dict[str, int] | None) -> int | None:
@@ -205,7 +204,8 @@ def _reserved_before_asked(
     they happen, not only in the end's totals, where a later reservation never used (a
     twin owner's, say) would hide two answers drawn on one. Engines that report no
     `model.pending` (black boxes) are judged by the totals alone."""
-    reserved = [hit.seq for hit in facts.run_hits(history) if facts.point(hit) == MODEL_PENDING]
+    hits = facts.run_hits(history)
+    reserved = [hit.seq for hit in hits if facts.point(hit) == facts.MODEL_PENDING]
     if not reserved:
         return
     for count, request in enumerate(answered, start=1):

@@ -31,6 +31,7 @@ AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"
 # Where the model's decision for a turn becomes durable.
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
+MODEL_PENDING = "model.pending"  # an iteration reserved, reported before the call
 # A black box's world hit at a tool's effect (harness/CONTRACT.md section 6).
 WORLD_TOOL_EFFECT = "world:tool.effect"
 

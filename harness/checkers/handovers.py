@@ -30,7 +30,7 @@ class Handover:
     claim: history_module.BoundaryHit
     # The run's last hit before the claim (a claim aside): where the lease changed hands.
     at: history_module.BoundaryHit | None
-    # An interrupting fault applied since the previous claim; None: nothing planned did it.
+    # An interrupting fault that struck at a hit since the previous claim; None: none did.
     planned: facts.Interruption | None
 
     def describe(self) -> str:
@@ -74,9 +74,6 @@ def in_delivery_window(history: history_module.TrialHistory) -> list[Handover]:
     ]
 
 
-MODEL_PENDING = "model.pending"
-
-
 @dataclasses.dataclass(frozen=True)
 class Repeats:
     """Iterations reserved again for a turn (`model.pending` names its `turn`), and which
@@ -93,7 +90,7 @@ def repeats(history: history_module.TrialHistory) -> Repeats | None:
     total = 0
     blamed: list[Handover] = []
     for hit in facts.run_hits(history):
-        if facts.point(hit) != MODEL_PENDING:
+        if facts.point(hit) != facts.MODEL_PENDING:
             continue
         turn = facts.detail_int(hit, "turn")
         if turn is None:
