@@ -331,25 +331,23 @@ def struck_in(history: history_module.TrialHistory, window: frozenset[str]) -> l
     Postgres says a lost acknowledgement's transaction committed), the interruption held
     the worker inside the window that commit opened, and counts as struck there.
     """
-    landed = _landed(history)
+    found = landed(history)
     return [
         item
         for item in interruptions(history)
-        if item.hit and _window_point(item.hit, landed) in window
+        if item.hit and window_point(item.hit, found) in window
     ]
 
 
-def window_point(history: history_module.TrialHistory, hit: history_module.BoundaryHit) -> str:
-    """The point a worker held at `hit` was at, for a window: a `:before_commit` hit whose
-    transaction committed all the same counts as its commit point (see struck_in)."""
-    return _window_point(hit, _landed(history))
-
-
-def _landed(history: history_module.TrialHistory) -> set[int]:
+def landed(history: history_module.TrialHistory) -> set[int]:
+    """Seqs of `:before_commit` hits whose transaction committed all the same (its answer
+    came back, or Postgres said so after a lost acknowledgement)."""
     return set(commit_sent(history).values()) | {lost.hit.seq for lost in lost_acks(history)}
 
 
-def _window_point(hit: history_module.BoundaryHit, landed: set[int]) -> str:
+def window_point(hit: history_module.BoundaryHit, landed: set[int]) -> str:
+    """The point a worker held at `hit` was at, for a window: a `:before_commit` hit whose
+    transaction committed all the same (`landed`) counts as its commit point."""
     if is_before_commit(hit) and hit.seq in landed:
         return boundaries.base_name(point(hit))
     return point(hit)

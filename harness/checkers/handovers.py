@@ -66,11 +66,12 @@ def _anchor(interruption: facts.Interruption) -> int:
 def in_delivery_window(history: history_module.TrialHistory) -> list[Handover]:
     """Handovers while the delivery window was open: `reply.sending` committed and the
     delivery not yet recorded. The new holder cannot know whether the reply went out."""
+    committed = facts.landed(history)
     return [
         handover
         for handover in handovers(history)
         if handover.at is not None
-        and facts.window_point(history, handover.at) in boundaries.DELIVERY_WINDOW
+        and facts.window_point(handover.at, committed) in boundaries.DELIVERY_WINDOW
     ]
 
 
