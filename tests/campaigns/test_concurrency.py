@@ -23,9 +23,9 @@ def test_it_starts_at_two_and_waits_for_the_first_trials() -> None:
     controller = concurrency.Controller(cores=2)
     assert controller.limit == 2 and controller.cap == 8
     assert _feed(controller, CALM, 2) == ["wait", "wait"]
-    assert controller.reference is None
+    assert controller.reference() is None
     assert controller.observe(CALM).reason == "room"  # the third sets the reference
-    assert controller.limit == 3 and controller.reference == pytest.approx(0.08)
+    assert controller.limit == 3 and controller.reference() == pytest.approx(0.08)
 
 
 def test_it_grows_one_at_a_time_after_limit_trials_at_each_level_up_to_the_cap() -> None:
@@ -60,6 +60,31 @@ def test_slower_trials_shrink_it_and_it_never_goes_below_one() -> None:
     assert controller.limit == 1 and min(controller.history) == 1
 
 
+def test_latencies_compare_within_their_kind() -> None:
+    """A quality module mixes engines whose workers fork from a warm server (20 ms to the
+    first boundary) with engines that exec Python (500 ms): the exec'd kind coming up is not
+    the machine slowing down. The old controller judged 0.5 s against the first trials'
+    20 ms and held at one trial while half the CPU idled (a module ran 60 s, not 37 s)."""
+    controller = concurrency.Controller(cores=2, start=1)
+    windows = iter(range(1, 1000))  # a fresh idle reading with every trial
+
+    def feed(latency: float, kind: str, count: int) -> list[str]:
+        samples = (
+            Sample(idle=0.5, idle_window=next(windows), latency=latency, kind=kind)
+            for _ in range(count)
+        )
+        return [controller.observe(sample).reason for sample in samples]
+
+    feed(0.02, "reference", 3)
+    assert controller.limit == 2
+    reasons = feed(0.5, "ignore_approval", 3) + feed(0.02, "reference", 2)
+    reasons += feed(0.5, "ignore_approval", 8)
+    assert not [reason for reason in reasons if reason.startswith("busy")], reasons
+    assert controller.limit >= 4, controller.history
+    # the same kind slower is still the machine slowing down
+    assert "busy: trials start 3.0x slower" in feed(0.06, "reference", 12)
+
+
 def test_load_average_per_core_is_a_busy_signal() -> None:
     controller = concurrency.Controller(cores=2, start=3)
     _feed(controller, CALM, 3)
@@ -71,7 +96,7 @@ def test_load_average_per_core_is_a_busy_signal() -> None:
 def test_without_boundaries_the_machine_alone_decides() -> None:
     controller = concurrency.Controller(cores=2)
     _feed(controller, Sample(pressure=1.0, load=0.1, latency=None), 3)
-    assert controller.limit == 3 and controller.reference is None
+    assert controller.limit == 3 and controller.reference() is None
     assert controller.describe() == "auto (2 to 3, ended at 3)"
 
 
