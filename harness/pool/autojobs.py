@@ -140,7 +140,8 @@ class Auto:
 
     def finished(self, result: object) -> concurrency.Decision:
         measured = latency(result) if isinstance(result, runner.TrialOutcome) else None
-        sample = dataclasses.replace(self._machine(), latency=measured)
+        kind = result.history.engine if isinstance(result, runner.TrialOutcome) else ""
+        sample = dataclasses.replace(self._machine(), latency=measured, kind=kind)
         return self.controller.observe(sample)
 
     def run(

@@ -5,7 +5,10 @@ in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait 
 on the world), so cores say little; what says the machine is full is CPU pressure
 (/proc/pressure/cpu, `some avg10`), the load average per core, the share of CPU time left
 idle, and the trials themselves getting slower: a worker's start to its first boundary is
-CPU work (fork, imports, a connection), so it grows when the machine is busy. Where idle CPU
+CPU work (fork, imports, a connection), so it grows when the machine is busy. It is compared
+with the first trials of the same kind only (an engine whose workers fork from a warm server
+starts in 20 ms, one that execs Python in 500 ms: a campaign of both is not 25x slower when
+the second kind comes up). Where idle CPU
 is measured it decides, with the trials' slowdown: pressure and load read high on 2 cores
 while half the CPU idles (trials wake several processes at once; Postgres's fsync waits
 count in the load), so they decide only where idle CPU is not measured. It starts at START,
@@ -50,6 +53,7 @@ class Sample:
     pressure: float | None = None  # CPU `some avg10`, percent
     load: float | None = None  # one-minute load average divided by cores
     latency: float | None = None  # the trial's worker start to first boundary, seconds
+    kind: str = ""  # what started the workers (the engine): latencies compare within a kind
     idle: float | None = None  # share of CPU time idle lately (autojobs.IdleMeter), 0 to 1
     # which reading of the meter `idle` is (they are numbered from 1, one per window)
     idle_window: int | None = None
@@ -66,27 +70,31 @@ class Controller:
         self.cap = max(1, cap if cap is not None else CAP_PER_CORE * max(1, cores))
         self.limit = min(max(1, start), self.cap)
         self.history: list[int] = [self.limit]  # every limit chosen, in order
-        self._first: list[float] = []
+        self._first: dict[str, list[float]] = {}  # per kind
         self._samples = 0
-        self._window: list[float] = []  # latencies since the last change
+        self._window: list[float] = []  # latencies since the last change, per their reference
         self._since_change = 0
         self._idle_seen = 0  # the newest idle reading's number
         self._idle_settled = 0  # the first idle reading taken wholly after the last change
 
-    @property
-    def reference(self) -> float | None:
-        """The median latency of the first trials (None until REFERENCE_TRIALS reported one)."""
-        if len(self._first) < REFERENCE_TRIALS:
+    def reference(self, kind: str = "") -> float | None:
+        """The median latency of a kind's first trials (None until REFERENCE_TRIALS of that
+        kind reported one)."""
+        first = self._first.get(kind, [])
+        if len(first) < REFERENCE_TRIALS:
             return None
-        return statistics.median(self._first)
+        return statistics.median(first)
 
     def observe(self, sample: Sample) -> Decision:
         self._samples += 1
         self._since_change += 1
         if sample.latency is not None:
-            if len(self._first) < REFERENCE_TRIALS:
-                self._first.append(sample.latency)
-            self._window.append(sample.latency)
+            first = self._first.setdefault(sample.kind, [])
+            if len(first) < REFERENCE_TRIALS:
+                first.append(sample.latency)
+            reference = self.reference(sample.kind)
+            if reference is not None and reference > 0:
+                self._window.append(sample.latency / reference)
         if sample.idle_window is not None:
             self._idle_seen = max(self._idle_seen, sample.idle_window)
         if self._samples < REFERENCE_TRIALS or self._since_change < self.limit:
@@ -101,10 +109,9 @@ class Controller:
         return Decision(self.limit, "hold")
 
     def _slowdown(self) -> float | None:
-        reference = self.reference
-        if reference is None or not self._window or reference <= 0:
+        if not self._window:
             return None
-        return statistics.median(self._window) / reference
+        return statistics.median(self._window)
 
     def _busy(self, sample: Sample) -> str | None:
         if sample.idle is not None:
@@ -131,7 +138,9 @@ class Controller:
         if slowdown is not None and slowdown >= SLOWER_ROOM:
             return False
         # without latencies (a black box reports no boundaries) the machine's signals decide
-        return self.reference is not None or not self._first
+        return not self._first or any(
+            len(first) >= REFERENCE_TRIALS for first in self._first.values()
+        )
 
     def _change(self, wanted: int, reason: str) -> Decision:
         limit = min(max(1, wanted), self.cap)
