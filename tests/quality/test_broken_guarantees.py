@@ -134,7 +134,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             for kind, (lab, spec) in jobs.items():
                 submit = pool.submit_beside if broken.hangs(case, kind) else pool.submit
                 futures[(case.engine, kind)] = submit(
-                    runner.run_trial, lab, spec, out_dir=out / kind / case.engine
+                    broken.run_trial, lab, spec, out_dir=out / kind / case.engine
                 )
         for case in INCIDENTS:
             if broken.ONLY and case.scenario not in broken.ONLY:
@@ -149,7 +149,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[broken.Trials]:
             for kind, (lab, spec) in jobs.items():
                 submit = pool.submit_beside if broken.hangs(case, kind) else pool.submit
                 futures[(case.scenario, kind)] = submit(
-                    runner.run_trial, lab, spec, out_dir=out / kind / case.scenario
+                    broken.run_trial, lab, spec, out_dir=out / kind / case.scenario
                 )
         with pool.running():
             yield futures
