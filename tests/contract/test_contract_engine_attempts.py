@@ -10,6 +10,7 @@ refund's iterations on refused requests.
 
 from __future__ import annotations
 
+import concurrent.futures
 import pathlib
 from collections.abc import Iterator
 
@@ -36,20 +37,41 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[shared.Lab]:
-    with shared.open_lab(commands.load(DESCRIPTION)) as opened:
-        yield opened
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, concurrent.futures.Future[runner.TrialOutcome]]]:
+    """The three trials at once (each mostly waits: 5xx retries, a lease, a healing link)."""
+    out = tmp_path_factory.mktemp("attempts")
+    with (
+        shared.open_lab(commands.load(DESCRIPTION)) as lab,
+        concurrent.futures.ThreadPoolExecutor(len(CASES)) as pool,
+    ):
+        yield {
+            _id(name, faults): pool.submit(
+                runner.run_trial, lab, _spec(name, faults), out_dir=out / str(index)
+            )
+            for index, (name, faults) in enumerate(CASES)
+        }
 
 
-@pytest.mark.parametrize("name,faults", CASES, ids=[f"{n}:{'+'.join(f)}" for n, f in CASES])
-def test_contract_engine_passes(
-    lab: shared.Lab, tmp_path: pathlib.Path, name: str, faults: list[str]
-) -> None:
-    spec = runner.TrialSpec.under(
+def _id(name: str, faults: list[str]) -> str:
+    return f"{name}:{'+'.join(faults)}"
+
+
+def _spec(name: str, faults: list[str]) -> runner.TrialSpec:
+    return runner.TrialSpec.under(
         schema.find(name), faults, scenario_ref=name, engine_ref=str(DESCRIPTION)
     )
-    outcome = runner.run_trial(lab, spec, out_dir=tmp_path)
+
+
+@pytest.mark.parametrize("name,faults", CASES, ids=[_id(n, f) for n, f in CASES])
+def test_contract_engine_passes(
+    outcomes: dict[str, concurrent.futures.Future[runner.TrialOutcome]],
+    name: str,
+    faults: list[str],
+) -> None:
+    outcome = outcomes[_id(name, faults)].result()
     assert outcome.verdict is verdict.Verdict.PASS, "\n".join(
         [f"{r.invariant} {r.verdict.value}: {r.summary}" for r in outcome.failing]
     )
-    assert facts.final_status(outcome.history) == spec.scenario.expect.status
+    assert facts.final_status(outcome.history) == outcome.spec.scenario.expect.status
