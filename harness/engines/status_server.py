@@ -46,7 +46,7 @@ class StatusServer:
                 process.stdin.flush()
                 answer = self._read_line(process)
             except (OSError, ValueError) as error:
-                self._stop()
+                self._stop(grace_s=0)  # it broke the protocol: no time to leave on its own
                 raise errors.CrashcertError(
                     f"engine {self._name}: status server: {error}"
                 ) from None
@@ -111,7 +111,8 @@ class StatusServer:
         except UnicodeDecodeError:
             raise ValueError("an answer that is not UTF-8") from None
 
-    def _stop(self) -> None:
+    def _stop(self, grace_s: float = 2.0) -> None:
+        """Its stdin closed, `grace_s` to exit, then killed."""
         process, self._process = self._process, None
         if process is None:
             return
@@ -121,7 +122,7 @@ class StatusServer:
             except OSError:
                 pass
         try:
-            process.wait(2)
+            process.wait(grace_s)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)

@@ -4,6 +4,7 @@ within the timeout and a size cap: never a hang, an unbounded read or an interna
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import pytest
@@ -48,3 +49,19 @@ def test_a_bad_answer_names_the_engine(shape: str) -> None:
     assert PROBLEMS[shape] in message, message
     assert len(message) < 300  # the answer itself is not echoed
     assert server._process is None  # stopped, started afresh for the next question
+
+
+def test_a_server_past_its_timeout_is_killed_not_given_time_to_leave() -> None:
+    """It broke the protocol: closing its stdin and waiting 2 s for it to leave held the
+    trial (or the test) 2 s more each time. This one would leave politely: it is killed."""
+    code = "import os, sys\nsys.stdin.readline()\nsys.stdin.read()\nos._exit(0)\n"
+    server = status_server.StatusServer(
+        [sys.executable, "-c", code], cwd=".", env={}, name="hostile-engine", timeout_s=0.5
+    )
+    process = server._running()
+    try:
+        with pytest.raises(errors.CrashcertError, match="no answer within"):
+            server.ask("dsn", "run-1")
+    finally:
+        server.close()
+    assert process.returncode == -signal.SIGKILL
