@@ -11,6 +11,7 @@ import pytest
 from harness.campaigns import certify
 from harness.engines import commands
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.scenario import schema
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -33,5 +34,5 @@ def run(
             engine_ref=str(description),
             points=points,
             time_kills=0,
-            jobs=2,
+            jobs=autojobs.Auto(),
         )

@@ -17,6 +17,7 @@ from harness.campaigns import certify
 from harness.checkers import levels
 from harness.engines import commands
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
@@ -43,7 +44,7 @@ def certify_naive(
         mode=mode,
         points=points,
         time_kills=0,
-        jobs=2,
+        jobs=autojobs.Auto(),
     )
 
 

@@ -18,6 +18,7 @@ pytest.importorskip("dbos", reason="DBOS Transact not installed (pip install 'cr
 from harness.campaigns import certify
 from harness.engines import commands
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.scenario import schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.matrix]
@@ -38,7 +39,7 @@ def certified(
             engine_ref=str(description),
             points=["world:tool.effect"],
             time_kills=0,
-            jobs=2,
+            jobs=autojobs.Auto(),
         )
 
 

@@ -23,6 +23,7 @@ pytest.importorskip("langchain_openai", reason="langchain-openai missing")
 from harness.campaigns import certify
 from harness.engines import commands
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.report import certify_table
 from harness.scenario import schema
 
@@ -43,7 +44,7 @@ def _certify(
             engine_ref=str(description),
             points=points,
             time_kills=0,
-            jobs=2,
+            jobs=autojobs.Auto(),
         )
 
 

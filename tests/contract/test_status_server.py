@@ -16,6 +16,7 @@ from harness import errors
 from harness.campaigns import certify
 from harness.engines import commands, status_server
 from harness.lab import shared
+from harness.pool import autojobs
 from harness.scenario import schema
 from tests.contract import test_contract
 
@@ -92,7 +93,7 @@ def test_naive_engine_as_a_black_box_through_its_status_server(tmp_path: pathlib
             mode="blackbox",
             points=["world:tool.effect"],
             time_kills=0,
-            jobs=2,
+            jobs=autojobs.Auto(),
         )
         server = engine._server
         assert server is not None and server.asked >= len(cert.trials)
