@@ -53,14 +53,9 @@ HUNTS = (
 
 
 def lab_for(base: shared.Lab, engine: commands.CommandEngine) -> shared.Lab:
-    """The shared Postgres, Toxiproxy and template, driving a broken variant's workers."""
-    return shared.Lab(
-        pg=base.pg,
-        engine=engine,
-        template=base.template,
-        toxiproxy=base.toxiproxy,
-        toxiproxy_note=base.toxiproxy_note,
-    )
+    """The shared Postgres, Toxiproxy, template and warm fork server, driving a broken
+    variant's workers (a Lab built by hand had no fork server: every worker exec'd Python)."""
+    return base.with_engine(engine)
 
 
 def describe(result: explore.ExploreResult, *, engine: str) -> str:
