@@ -21,7 +21,7 @@ from harness.scenario import schema
 from harness.world import ledger
 
 INVARIANT = "budget.not_restored"
-ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
+ITERATIONS, TOOL_CALLS, TOKENS = facts.ITERATIONS, facts.TOOL_CALLS, facts.TOKENS
 
 
 def _total(usage: dict[str, int] | None) -> int | None:

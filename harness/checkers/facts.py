@@ -32,6 +32,8 @@ AFTER_EXTERNAL_CALL = frozenset({"model.returned", "tool.returned", "reply.sent"
 DECISION_POINTS = frozenset({"tools.pending", "reply.ready"})
 CLAIM_POINT = "run.claimed"
 MODEL_PENDING = "model.pending"  # an iteration reserved, reported before the call
+# The budgets a run report carries (CONTRACT.md section 4), named once for every checker.
+ITERATIONS, TOOL_CALLS, TOKENS = "iterations", "tool_calls", "tokens"
 # A black box's world hit at a tool's effect (harness/CONTRACT.md section 6).
 WORLD_TOOL_EFFECT = "world:tool.effect"
 

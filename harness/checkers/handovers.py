@@ -22,8 +22,6 @@ from harness.checkers import facts
 from harness.contract import boundaries
 from harness.record import history as history_module
 
-ITERATIONS = "iterations"
-
 
 @dataclasses.dataclass(frozen=True)
 class Handover:
@@ -115,10 +113,10 @@ def budget_spent_on_unplanned(history: history_module.TrialHistory) -> str | Non
     without those the scripted turns and the planned faults' repeats fit the budget."""
     report = history.final_report
     limit = history.scenario.budgets.iterations
-    if report is None or ITERATIONS not in report.budget:
+    if report is None or facts.ITERATIONS not in report.budget:
         return None
     found = repeats(history)
-    if report.budget[ITERATIONS].used < limit or found is None or not found.unplanned:
+    if report.budget[facts.ITERATIONS].used < limit or found is None or not found.unplanned:
         return None
     planned = found.total - len(found.unplanned)
     turns = len(history.scenario.turns)
