@@ -5,13 +5,13 @@ in flight (harness/pool/autojobs.py measures and schedules). Trials mostly wait 
 on the world), so cores say little; what says the machine is full is CPU pressure
 (/proc/pressure/cpu, `some avg10`), the load average per core, the share of CPU time left
 idle, and the trials themselves getting slower: a worker's start to its first boundary is
-CPU work (fork, imports, a connection), so it grows when the machine is busy. It is compared
+CPU work (fork, imports, a connection), so it grows when the machine is busy; it is compared
 with the first trials of the same kind only (an engine whose workers fork from a warm server
 starts in 20 ms, one that execs Python in 500 ms: a campaign of both is not 25x slower when
-the second kind comes up). Where idle CPU
-is measured it decides, with the trials' slowdown: pressure and load read high on 2 cores
-while half the CPU idles (trials wake several processes at once; Postgres's fsync waits
-count in the load), so they decide only where idle CPU is not measured. It starts at START,
+the second kind comes up). Where idle CPU is measured it decides, with the trials'
+slowdown: pressure and load read high on 2 cores while half the CPU idles (trials wake
+several processes at once; Postgres's fsync waits count in the load), so they decide only
+where idle CPU is not measured. It starts at START,
 grows by one while every signal says there is room and shrinks by one when one says busy,
 never above `cap` nor below 1. After each change it waits for `limit` trials to finish and,
 where idle CPU is measured, for an idle reading taken wholly after the change, so that it
