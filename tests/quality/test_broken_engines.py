@@ -8,6 +8,7 @@ and the unmodified reference engine must PASS exactly the same trial.
 
 All engines share one Lab (one embedded Postgres, one Toxiproxy, one migrated template):
 the variants only patch worker behaviour, so the reference engine's schema is theirs too.
+A trial that stops Postgres gets a lab of its own (`run_trial`).
 """
 
 from __future__ import annotations
