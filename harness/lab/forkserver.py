@@ -7,7 +7,8 @@ worker per request. Each child is a real process in its own session and process 
 with its own environment, working directory and log file, running the module exactly as
 `python -m` would. SIGKILL, SIGSTOP and SIGCONT reach it like any other worker.
 
-Protocol on stdin/stdout, one JSON line each way:
+Protocol on stdin/stdout, one JSON line each way, after the server's first line
+`{"ready": true, "pid": ..., "modules": [every module imported]}`:
     {"spawn": {"module": "reference_engine", "args": ["worker"], "env": {...},
                "cwd": "...", "log": "/path/worker.log",
                "cgroup_procs": "/sys/fs/cgroup/.../cgroup.procs"}}   ->  {"pid": 1234}
@@ -153,7 +154,10 @@ def serve(preload: list[str]) -> None:
     requests = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     channel = (requests.fileno(), replies.fileno())
-    replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    # Every module now imported, not only those named: a lab can lend this server to an
+    # engine whose preloads it imported on the way (harness/lab/shared.py, with_engine).
+    ready = {"ready": True, "pid": os.getpid(), "modules": sorted(sys.modules)}
+    replies.write(json.dumps(ready) + "\n")
     for line in requests:
         message = json.loads(line)
         if "spawn" in message:

@@ -59,11 +59,13 @@ class Lab:
         """The same Postgres, Toxiproxy and template driving another engine's workers.
 
         Only for engines that share this engine's schema (variants of it); the fork server
-        is shared when it preloaded what the other engine asks for.
+        is shared when it imported what the other engine asks to preload (named in this
+        engine's preload or imported by it: reference_engine.worker by
+        reference_engine.preload).
         """
         shared = self.forkserver
         if shared is not None and (
-            not set(engine.preload) <= set(self.engine.preload)
+            not set(engine.preload) <= shared.modules
             or spawner.interpreter(engine.worker_command()) != shared.python
         ):
             shared = None

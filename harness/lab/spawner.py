@@ -78,6 +78,8 @@ class ForkServer:
             raise
         if not ready.get("ready"):
             raise errors.EnvironmentProblem(f"fork server did not start: {ready}")
+        # what a child forked from it finds imported: the preloads and all they imported
+        self.modules = frozenset(ready.get("modules", preload))
 
     def _said(self) -> str:
         """The last line the server wrote on stderr (a traceback's error line)."""

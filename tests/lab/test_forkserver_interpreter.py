@@ -123,3 +123,41 @@ def test_the_lab_runs_without_a_fork_server_that_cannot_import_its_preload(
     assert shared._start_forkserver(commands.load(description)) is None
     assert "No module named 'engine_deps'" in caplog.text
     assert "workers of venv_engine start with exec instead" in caplog.text
+
+
+def _described(directory: pathlib.Path, name: str, preload: str) -> commands.CommandEngine:
+    description = directory / f"{name}.yaml"
+    description.write_text(
+        f"name: {name}\n"
+        'migrate: ["true"]\n'
+        f'worker: ["{sys.executable}", "-m", "{name}", "worker"]\n'
+        f"preload: [{preload}]\n"
+        'submit: ["true"]\n'
+        'status: ["true"]\n'
+    )
+    return commands.load(description)
+
+
+def test_a_variant_shares_the_server_that_imported_its_preload_on_the_way(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A variant preloading a module the lab's preload imports (reference_engine.worker,
+    imported by reference_engine.preload) forks from the lab's server. Compared by the
+    names alone, 42 variants of tests/quality exec'd Python for every worker unseen."""
+    engine = _described(tmp_path, "lab_engine", "json")
+    server = spawner.ForkServer(engine.preload, cwd=str(tmp_path))
+    try:
+        assert "json.decoder" in server.modules and "json" in server.modules
+        lab = shared.Lab(
+            pg=None,  # type: ignore[arg-type]
+            engine=engine,
+            template="unused",
+            toxiproxy=None,
+            toxiproxy_note="",
+            forkserver=server,
+        )
+        assert lab.with_engine(_described(tmp_path, "variant", "json.decoder")).forkserver is server
+        # what the server never imported still gets exec'd workers
+        assert lab.with_engine(_described(tmp_path, "other", "xml.dom")).forkserver is None
+    finally:
+        server.close()
