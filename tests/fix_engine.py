@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.lab import postgres
+from harness.engines import adapter
+from harness.lab import postgres, shared, spawner
 from harness.lab.postgres import templates
 from harness.scenario import schema
 from harness.world import world as world_module
@@ -24,6 +25,19 @@ from reference_engine import connection, migrations, sqlfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STOP_TIMEOUT_S = 10
+
+
+def lab_of(engine: adapter.EngineAdapter, forkserver: spawner.ForkServer) -> shared.Lab:
+    """A Lab of an engine and its fork server alone (no Postgres, Toxiproxy or template):
+    enough for what `Lab.with_engine` decides."""
+    return shared.Lab(
+        pg=None,  # type: ignore[arg-type]
+        engine=engine,
+        template="unused",
+        toxiproxy=None,
+        toxiproxy_note="",
+        forkserver=forkserver,
+    )
 
 
 def template_name() -> str:

@@ -16,6 +16,7 @@ import pytest
 from harness import errors
 from harness.engines import commands
 from harness.lab import processes, shared, spawner
+from tests import fix_engine
 
 pytestmark = pytest.mark.processes  # starts real subprocesses: the flake hunt runs it
 
@@ -148,14 +149,7 @@ def test_a_variant_shares_the_server_that_imported_its_preload_on_the_way(
     server = spawner.ForkServer(engine.preload, cwd=str(tmp_path))
     try:
         assert "json.decoder" in server.modules and "json" in server.modules
-        lab = shared.Lab(
-            pg=None,  # type: ignore[arg-type]
-            engine=engine,
-            template="unused",
-            toxiproxy=None,
-            toxiproxy_note="",
-            forkserver=server,
-        )
+        lab = fix_engine.lab_of(engine, server)
         assert lab.with_engine(_described(tmp_path, "variant", "json.decoder")).forkserver is server
         # what the server never imported still gets exec'd workers
         assert lab.with_engine(_described(tmp_path, "other", "xml.dom")).forkserver is None

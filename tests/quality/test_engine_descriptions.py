@@ -14,6 +14,7 @@ import pytest
 
 from harness.engines import commands
 from harness.lab import shared, spawner
+from tests import fix_engine
 
 pytestmark = pytest.mark.processes  # the reference engine's real fork server
 
@@ -28,14 +29,7 @@ def reference_lab() -> Iterator[shared.Lab]:
     server = shared._start_forkserver(reference)
     assert server is not None, "the reference engine's preload does not import"
     try:
-        yield shared.Lab(
-            pg=None,  # type: ignore[arg-type]
-            engine=reference,
-            template="unused",
-            toxiproxy=None,
-            toxiproxy_note="",
-            forkserver=server,
-        )
+        yield fix_engine.lab_of(reference, server)
     finally:
         server.close()
 
