@@ -138,9 +138,7 @@ class Controller:
         if slowdown is not None and slowdown >= SLOWER_ROOM:
             return False
         # without latencies (a black box reports no boundaries) the machine's signals decide
-        return not self._first or any(
-            len(first) >= REFERENCE_TRIALS for first in self._first.values()
-        )
+        return not self._first or any(self.reference(kind) is not None for kind in self._first)
 
     def _change(self, wanted: int, reason: str) -> Decision:
         limit = min(max(1, wanted), self.cap)
