@@ -6,15 +6,22 @@ on the same cluster in the same run. Prints figures; asserts nothing.
 A "transition" is one committed state-changing transaction of the engine: a claim, a
 frontier save, a tool start, a tool settlement, a delivery start, a terminal status.
 The pgbench baseline is a single-row UPDATE with 4 clients (`pgbench -n -c 4 -T 10`).
+
+What the ratio is made of, in the same run: the CPU of one pgbench transaction (Postgres
+and pgbench), the ceiling the engine's own Postgres CPU per transition puts on the ratio
+however cheap its workers were, and one transition in each shape it could take
+(ci/bench_shapes.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -29,6 +36,7 @@ import psycopg
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from ci import bench_shapes  # noqa: E402
 from harness.lab import postgres  # noqa: E402
 from harness.lab.postgres import admin  # noqa: E402
 from harness.scenario import schema  # noqa: E402
@@ -137,7 +145,10 @@ def _cpu(processes: list[subprocess.Popen[bytes]], server_pid: int | None) -> di
     (the world answers in its threads)."""
 
     def total(process: psutil.Process) -> float:
-        t = process.cpu_times()
+        try:
+            t = process.cpu_times()
+        except psutil.NoSuchProcess:  # a backend that ended between listing and reading
+            return 0.0
         return float(t.user + t.system + t.children_user + t.children_system)
 
     out = {"workers": sum(total(psutil.Process(p.pid)) for p in processes)}
@@ -184,7 +195,10 @@ def _wait_all_terminal(dsn: str, runs: int, started: float) -> float:
     raise SystemExit("benchmark runs did not finish within 600 s")
 
 
-def bench_pgbench(dsn: str, *, clients: int, seconds: int) -> float | None:
+def bench_pgbench(
+    dsn: str, *, clients: int, seconds: int, server_pid: int | None
+) -> dict[str, float] | None:
+    """TPS, and the CPU of one transaction: Postgres's and pgbench's own."""
     pgbench = shutil.which("pgbench") or _bindir_pgbench()
     if pgbench is None:
         return None
@@ -194,6 +208,7 @@ def bench_pgbench(dsn: str, *, clients: int, seconds: int) -> float | None:
         conn.execute("INSERT INTO bench_counter VALUES (1, 0)")
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         script.write(PGBENCH_SCRIPT)
+    before = _cpu([], server_pid).get("postgres", 0.0), _children_cpu()
     try:
         done = subprocess.run(
             [pgbench, "-n", "-c", str(clients), "-T", str(seconds), "-f", script.name, dsn],
@@ -204,11 +219,24 @@ def bench_pgbench(dsn: str, *, clients: int, seconds: int) -> float | None:
         )
     finally:
         os.unlink(script.name)
+    postgres_cpu = _cpu([], server_pid).get("postgres", 0.0) - before[0]
+    client_cpu = _children_cpu() - before[1]
     match = re.search(r"tps = ([0-9.]+)", done.stdout)
-    if not match:
+    transactions = re.search(r"number of transactions actually processed: ([0-9]+)", done.stdout)
+    if not match or not transactions:
         print(f"pgbench failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
         return None
-    return float(match.group(1))
+    count = max(int(transactions.group(1)), 1)
+    return {
+        "tps": float(match.group(1)),
+        "cpu_ms_per_txn_postgres": 1000 * postgres_cpu / count,
+        "cpu_ms_per_txn_pgbench": 1000 * client_cpu / count,
+    }
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _bindir_pgbench() -> str | None:
@@ -227,6 +255,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="refund")
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--pg-dsn", default=None, help="existing server (else embedded)")
+    parser.add_argument("--shape-transactions", type=int, default=3000)
     args = parser.parse_args()
     with postgres.provide(dsn=args.pg_dsn) as server:
         name = f"bench_engine_{uuid.uuid4().hex[:8]}"
@@ -242,15 +271,19 @@ def main() -> None:
                 scenario_name=args.scenario,
                 server_pid=pid,
             )
-            tps = bench_pgbench(dsn, clients=4, seconds=args.pgbench_seconds)
+            pgbench = bench_pgbench(dsn, clients=4, seconds=args.pgbench_seconds, server_pid=pid)
+            shapes = bench_shapes.measure(dsn, args.shape_transactions)
         finally:
             with admin.connect(server.dsn) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    tps = pgbench["tps"] if pgbench else None
     figures = {
         **engine,
         "scenario": args.scenario,
         "pgbench_single_row_update_tps_4_clients": tps,
+        "pgbench": pgbench,
         "transitions_per_pgbench_tps": (engine["transitions_per_s"] / tps) if tps else None,
+        "shapes": {label: dataclasses.asdict(cost) for label, cost in shapes.items()},
     }
     print(
         f"engine: {args.runs} {args.scenario} runs, {args.workers} workers, "
@@ -268,10 +301,32 @@ def main() -> None:
         + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
         + f"; total {sum(cpu.values()):.2f}"
     )
-    print(f"pgbench single-row UPDATE, 4 clients: {tps} TPS")
-    if tps:
+    if pgbench is None or tps is None:
+        print("pgbench: not run")
+    else:
+        print(
+            f"pgbench single-row UPDATE, 4 clients: {tps:.0f} TPS; CPU per transaction, ms: "
+            f"postgres {pgbench['cpu_ms_per_txn_postgres']:.3f}, "
+            f"pgbench {pgbench['cpu_ms_per_txn_pgbench']:.3f}"
+        )
         print(f"ratio transitions/s : pgbench TPS = {engine['transitions_per_s'] / tps:.3f}")
+        _print_ceiling(cpu.get("postgres"), tps)
+    print("one transition in each shape (same database, one connection):")
+    print("\n".join(f"  {line}" for line in bench_shapes.render(shapes)))
     print(json.dumps(figures, default=str))
+
+
+def _print_ceiling(postgres_ms: float | None, tps: float) -> None:
+    """However cheap the workers and the world, the engine's own Postgres CPU per transition
+    caps its transitions/s on this machine's cores, and so the ratio."""
+    if not postgres_ms:
+        return
+    cores = len(os.sched_getaffinity(0))
+    most = cores * 1000 / postgres_ms
+    print(
+        f"ceiling with workers and world free: {cores} cores / {postgres_ms:.2f} ms of Postgres "
+        f"CPU per transition = {most:.0f} transitions/s, ratio <= {most / tps:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ The floor is what no fault trial can beat: the median baseline's clone of the te
 worker fork and the scenario's commits with no faults (start of the trial to the run seen
 terminal), without its teardown and checks. The database floor is measured on a trial
 database of the same lab: one round trip, and one transaction shaped like a transition (lock
-the run row, update it, insert an event, commit), wall time and Postgres CPU each.
+the run row, update it, append two events, commit: ci/bench_shapes.py), wall time and
+Postgres CPU each.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from ci import bench_cpu
+from ci import bench_cpu, bench_shapes
 from harness.campaigns import matrix
 from harness.engines import commands
 from harness.lab import shared
@@ -71,7 +72,7 @@ def _db_floor(lab: Any, parts: dict[str, int], n: int = 300) -> dict[str, tuple[
             ).fetchone()[0]  # type: ignore[index]
             shapes = {
                 "round trip (SELECT 1)": lambda: conn.execute("SELECT 1").fetchone(),
-                "transition-shaped transaction": lambda: _transition(conn, run_id),
+                "transition-shaped transaction": lambda: bench_shapes.transition(conn, run_id),
             }
             for label, one in shapes.items():
                 pg_before, wall = bench_cpu.sample(parts)["Postgres"], time.monotonic()
@@ -82,16 +83,6 @@ def _db_floor(lab: Any, parts: dict[str, int], n: int = 300) -> dict[str, tuple[
     finally:
         lab.drop_database(name)
     return out
-
-
-def _transition(conn: psycopg.Connection[Any], run_id: Any) -> None:
-    with conn.transaction():
-        conn.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))
-        conn.execute("UPDATE runs SET updated_at = clock_timestamp() WHERE id = %s", (run_id,))
-        conn.execute(
-            "INSERT INTO events (run_id, kind, data) VALUES (%s, 'checkpoint.saved', '{}')",
-            (run_id,),
-        )
 
 
 def _peak_mib() -> float:
