@@ -59,6 +59,8 @@ class Certification:
     trials: list[Trial] = dataclasses.field(default_factory=list)
     unreached: list[str] = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
+    # A merge's: each shard's own wall time, in shard order (its wall_s is the slowest's).
+    shard_wall_s: list[float] = dataclasses.field(default_factory=list)
     # Every trial of the whole plan, (mode, scenario, label) in order, whichever shard runs it.
     planned: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     jobs: str = ""  # how many trials ran at once, as the summary says it
@@ -395,7 +397,7 @@ def print_certification(cert: Certification, *, console: rich.console.Console) -
         terminal.line(
             (f"level {cert.title}", "bold"),
             f": {levels.spec(level).meaning} "
-            f"({len(cert.trials)} trials, modes {', '.join(cert.modes)}, {cert.wall_s:.1f}s"
+            f"({timing(cert)}, modes {', '.join(cert.modes)}"
             + (f", jobs {cert.jobs})" if cert.jobs else ")"),
         )
     )
@@ -517,12 +519,24 @@ def to_json(cert: Certification) -> dict[str, Any]:
         "not_applied": [t.label for t in cert.not_applied],
         "unreached": cert.unreached,
         "wall_s": round(cert.wall_s, 3),
+        "shard_wall_s": [round(wall, 3) for wall in cert.shard_wall_s],
         "jobs": cert.jobs,
     }
 
 
 def write_json(path: pathlib.Path, cert: Certification) -> None:
     path.write_text(json.dumps(to_json(cert), indent=2) + "\n")
+
+
+def timing(cert: Certification) -> str:
+    """How many trials and how long: a merge's wall time is its slowest shard's, as if the
+    shards ran at once on runners of their own, so it says so and gives their sum too."""
+    if not cert.shard_wall_s:
+        return f"{len(cert.trials)} trials in {cert.wall_s:.1f}s"
+    return (
+        f"{len(cert.trials)} trials from {len(cert.shard_wall_s)} shards "
+        f"(slowest {max(cert.shard_wall_s):.1f}s, {sum(cert.shard_wall_s):.1f}s in all)"
+    )
 
 
 def to_markdown(cert: Certification) -> str:
@@ -534,7 +548,7 @@ def to_markdown(cert: Certification) -> str:
         "",
         f"**Level {cert.title}**: {levels.spec(level).meaning}.",
         "",
-        f"{len(cert.trials)} trials in {cert.wall_s:.1f}s; modes: {', '.join(cert.modes)}; "
+        f"{timing(cert)}; modes: {', '.join(cert.modes)}; "
         f"scenarios: {', '.join(sorted({t.scenario for t in cert.trials}))}.",
         "",
         *(f"- {line}" for line in coverage_lines(cert)),

@@ -113,6 +113,7 @@ def combine(reports: list[merge.ShardReport]) -> certify.Certification:
         unreached=unreached,
         # the shards ran at once: the slowest one is the certification's wall time
         wall_s=max(float(d.get("wall_s", 0.0)) for d in documents),
+        shard_wall_s=[float(d.get("wall_s", 0.0)) for d in documents],
         planned=planned,
         # every shard ran every baseline, so each records every required trial
         required=coverage.read(documents[0].get("required", [])),

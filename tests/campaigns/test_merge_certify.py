@@ -118,6 +118,23 @@ def test_the_level_is_computed_from_the_merged_trials(tmp_path: pathlib.Path) ->
     assert failing[0].directory == str(tmp_path / f"shard-{holder}" / "boundary/refund" / BROKEN)
 
 
+def test_a_merge_says_its_time_is_the_slowest_shards_and_gives_their_sum(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Shards that ran one after another took their sum: "N trials in <slowest>s" read as
+    the whole certification's time (the reference CERTIFICATE.md said 280.2 s of ~1,074)."""
+    cert = merge_certify.combine(merge.find(_write(tmp_path, 3)))  # shard I took I seconds
+    assert cert.shard_wall_s == [1.0, 2.0, 3.0]
+    assert (
+        certify.timing(cert)
+        == f"{len(cert.trials)} trials from 3 shards (slowest 3.0s, 6.0s in all)"
+    )
+    assert certify.timing(cert) in certify.to_markdown(cert)
+    assert certify.to_json(cert)["shard_wall_s"] == [1.0, 2.0, 3.0]
+    alone = certify.Certification(engine="e", engine_ref="e.yaml", modes=["boundary"], wall_s=4.0)
+    assert certify.timing(alone) == "0 trials in 4.0s"
+
+
 def test_an_unstruck_fault_counts_as_not_shown_after_a_merge(tmp_path: pathlib.Path) -> None:
     paths = _write(tmp_path, 1)
     record = paths[0] / shard.RECORD
