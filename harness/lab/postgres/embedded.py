@@ -6,7 +6,8 @@ fsync on: the nemesis crashes this server and committed data must survive like i
 production. Every connection, TCP or socket, needs a password (SCRAM-SHA-256): any local user
 can reach the loopback port, and a superuser can run programs as the server account (COPY ...
 TO PROGRAM). The password is random per cluster, lives in this process and in the DSNs it
-hands out, and reaches initdb through a 0600 file in the private directory, deleted at once.
+hands out; the cluster stores only its verifier (scram.py: one iteration, enough for a random
+password), which reaches initdb through a 0600 file in the private directory, deleted at once.
 
 Cleanup is certain: `close()` at the end of `with`, at exit and on SIGTERM/SIGHUP (reaper);
 Ctrl-C unwinds `with` blocks as KeyboardInterrupt. pg_ctl starts the postmaster in its own
@@ -40,7 +41,7 @@ import psutil
 
 from harness import errors
 from harness.lab import reaper
-from harness.lab.postgres import accounts, admin, binaries, dsn, pristine, server
+from harness.lab.postgres import accounts, admin, binaries, dsn, pristine, scram, server
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60
@@ -222,7 +223,7 @@ class EmbeddedServer:
 
     def _initdb(self) -> None:
         pwfile = self.root / PWFILE_NAME
-        self._write_private(pwfile, self._password + "\n")
+        self._write_private(pwfile, scram.verifier(self._password) + "\n")
         cmd = [
             str(self._bindir / "initdb"),
             "-D",
@@ -241,7 +242,7 @@ class EmbeddedServer:
         """This cluster's own superuser password, set in single-user mode (no listener, no
         authentication) before the server first starts; the statement goes on stdin, never
         on a command line."""
-        statement = f"ALTER ROLE {server.SUPERUSER} PASSWORD '{self._password}'\n"
+        statement = f"ALTER ROLE {server.SUPERUSER} PASSWORD '{scram.verifier(self._password)}'\n"
         # exit_on_error: a failed statement ends the backend with a non-zero code.
         cmd = [str(self._bindir / "postgres"), "--single", "-c", "exit_on_error=on"]
         cmd += ["-D", str(self.datadir), "postgres"]
