@@ -6,7 +6,7 @@
 Ways measured: CREATE DATABASE ... TEMPLATE (WAL_LOG, Postgres 15's default, and
 FILE_COPY), DROP DATABASE, renaming a spare, and the lab's reset in place of a used trial
 database (harness/lab/postgres/recycle.py: sessions ended, renamed, every table a fresh
-clone holds empty truncated with RESTART IDENTITY, the fingerprint compared).
+clone holds empty emptied as TRUNCATE would, by DELETE and VACUUM, the fingerprint compared).
 Prints figures; asserts nothing.
 """
 
@@ -123,7 +123,7 @@ def main() -> None:
         cpu = statistics.median(v[1] for v in values)
         print(f"  {label:40} {1000 * wall:7.1f} / {1000 * cpu:6.1f}")
     print(f"  resets that left a fresh clone's fingerprint: {sum(kept)} of {len(kept)}")
-    print(f"  tables a reset truncates: {len(pristine.empty_tables)}")
+    print(f"  tables a reset empties: {len(pristine.empty_tables)}")
 
 
 if __name__ == "__main__":

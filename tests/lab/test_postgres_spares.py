@@ -14,8 +14,8 @@ import pytest
 
 from harness.lab import gate as gate_module
 from harness.lab import postgres, processes
+from harness.lab.postgres import recycle, templates
 from harness.lab.postgres import spares as spares_module
-from harness.lab.postgres import templates
 
 pytestmark = pytest.mark.postgres
 
@@ -214,3 +214,78 @@ def test_a_given_back_database_unlike_a_fresh_clone_after_its_reset_is_dropped(
     finally:
         spares.close()
     assert not _databases(pg_server, spares_module.SPARE_PREFIX)
+
+
+@pytest.fixture
+def guarded_database(pg_server: postgres.Server) -> Iterator[str]:
+    """A database whose tables refuse DELETE by trigger and reference each other (RESTRICT),
+    as an engine's append-only tables may: TRUNCATE empties them all the same."""
+    name = f"cc_recycle_guarded_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server.database_dsn(name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE parent (id bigserial PRIMARY KEY)")
+        conn.execute(
+            "CREATE TABLE child (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+            "parent bigint NOT NULL REFERENCES parent (id) ON DELETE RESTRICT, note text)"
+        )
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'append-only'; END $$"
+        )
+        for table in ("parent", "child"):
+            conn.execute(f"CREATE TRIGGER guard BEFORE DELETE ON {table} EXECUTE FUNCTION refuse()")
+        for _ in range(50):  # a few pages, some of it TOASTed
+            row = conn.execute("INSERT INTO parent DEFAULT VALUES RETURNING id").fetchone()
+            assert row is not None
+            conn.execute(
+                "INSERT INTO child (parent, note) VALUES (%s, repeat(md5(random()::text), 300))",
+                (row[0],),
+            )
+    yield dsn
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def _emptied(dsn: str) -> list[tuple[str, int, int]]:
+    """Each table's rows and heap bytes, then the ids a first insert into each gets."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        seen: list[tuple[str, int, int]] = []
+        for table in ("parent", "child"):
+            row = conn.execute(
+                f"SELECT (SELECT count(*) FROM {table}), pg_relation_size('{table}')"
+            ).fetchone()
+            assert row is not None
+            seen.append((table, int(row[0]), int(row[1])))
+        first = conn.execute("INSERT INTO parent DEFAULT VALUES RETURNING id").fetchone()
+        assert first is not None
+        second = conn.execute("INSERT INTO child (parent) VALUES (%s) RETURNING id", first)
+        row = second.fetchone()
+        assert row is not None
+    return [*seen, ("first ids", int(first[0]), int(row[0]))]
+
+
+EMPTIED = [("parent", 0, 0), ("child", 0, 0), ("first ids", 1, 1)]
+
+
+def test_a_reset_empties_as_truncate_would_past_triggers_and_foreign_keys(
+    guarded_database: str,
+) -> None:
+    """No rows, heaps of 0 bytes (no dead rows left to grow trial after trial), and both the
+    serial's and the identity column's sequences restarted."""
+    with psycopg.connect(guarded_database, autocommit=True) as conn:
+        recycle.empty(conn, ("child", "parent"))
+    assert _emptied(guarded_database) == EMPTIED
+
+
+def test_dead_rows_an_old_snapshot_keeps_make_the_reset_truncate_after_all(
+    guarded_database: str,
+) -> None:
+    with psycopg.connect(guarded_database) as holder:  # a transaction open before the DELETE
+        holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT 1").fetchone()
+        with psycopg.connect(guarded_database, autocommit=True) as conn:
+            recycle.empty(conn, ("child", "parent"))
+        holder.rollback()
+    assert _emptied(guarded_database) == EMPTIED
