@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 from harness.lab import gate as gate_module
 from harness.lab import postgres, processes
@@ -289,3 +290,22 @@ def test_dead_rows_an_old_snapshot_keeps_make_the_reset_truncate_after_all(
             recycle.empty(conn, ("child", "parent"))
         holder.rollback()
     assert _emptied(guarded_database) == EMPTIED
+
+
+def test_a_role_that_is_no_superuser_resets_by_truncate(guarded_database: str) -> None:
+    """The replica role that lets DELETE pass the guards is a superuser's: on a server of the
+    user's, as its owner only, the reset truncates as before."""
+    role, password = f"cc_owner_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with psycopg.connect(guarded_database, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        for table in ("parent", "child"):
+            conn.execute(f"ALTER TABLE {table} OWNER TO {role}")
+    try:
+        owner = conninfo.make_conninfo(guarded_database, user=role, password=password)
+        with psycopg.connect(owner, autocommit=True) as conn:
+            recycle.empty(conn, ("child", "parent"))
+        assert _emptied(guarded_database) == EMPTIED
+    finally:
+        with psycopg.connect(guarded_database, autocommit=True) as conn:
+            conn.execute(f"REASSIGN OWNED BY {role} TO CURRENT_USER")
+            conn.execute(f"DROP ROLE {role}")
