@@ -64,9 +64,19 @@ def _use(dsn: str) -> None:
 
 
 def _reset(
-    server: postgres.Server, name: str, new_name: str, pristine: recycle.Pristine, kept: list[bool]
+    server: postgres.Server,
+    admin_conn: admin.Kept,
+    name: str,
+    new_name: str,
+    pristine: recycle.Pristine,
+    clean: list[bool],
 ) -> None:
-    kept.append(recycle.reset(server, name, new_name, pristine))
+    clean.append(recycle.reset(server, admin_conn, name, new_name, pristine))
+
+
+def _rename(admin_conn: admin.Kept, old: str, new: str) -> None:
+    with admin_conn.use() as conn:
+        templates.rename_on(conn, old, new)
 
 
 def main() -> None:
@@ -87,7 +97,9 @@ def main() -> None:
         templates.clone(pg, template, first)
         pristine = recycle.Pristine.of(pg.database_dsn(first))
         templates.drop(pg, first)
-        kept: list[bool] = []
+        clean: list[bool] = []
+        # the lab's spares keep an admin connection each for renames and resets (admin.Kept)
+        for_takes, for_resets = admin.Kept(lambda: pg.dsn), admin.Kept(lambda: pg.dsn)
         try:
             for i in range(args.n):
                 a, b, c = (f"bench_{k}_{i}" for k in "abc")
@@ -109,20 +121,22 @@ def main() -> None:
                 measure(
                     "reset in place (recycle.reset)",
                     postmaster,
-                    functools.partial(_reset, pg, a, c, pristine, kept),
+                    functools.partial(_reset, pg, for_resets, a, c, pristine, clean),
                 )
-                measure("rename a spare", postmaster, functools.partial(templates.rename, pg, c, a))
+                measure("rename a spare", postmaster, functools.partial(_rename, for_takes, c, a))
                 _use(pg.database_dsn(a))
                 measure("drop (used)", postmaster, functools.partial(templates.drop, pg, a))
                 templates.drop(pg, b)
         finally:
+            for_takes.close()
+            for_resets.close()
             templates.drop_template(pg, template)
     print(f"trial database preparation, median of {args.n} (ms): wall / Postgres CPU")
     for label, values in figures.items():
         wall = statistics.median(v[0] for v in values)
         cpu = statistics.median(v[1] for v in values)
         print(f"  {label:40} {1000 * wall:7.1f} / {1000 * cpu:6.1f}")
-    print(f"  resets that left a fresh clone's fingerprint: {sum(kept)} of {len(kept)}")
+    print(f"  resets that left a fresh clone's fingerprint: {sum(clean)} of {len(clean)}")
     print(f"  tables a reset empties: {len(pristine.empty_tables)}")
 
 

@@ -10,12 +10,13 @@ import uuid
 from collections.abc import Iterator
 
 import psycopg
+import psycopg.errors
 import pytest
 from psycopg import conninfo
 
 from harness.lab import gate as gate_module
 from harness.lab import postgres, processes
-from harness.lab.postgres import recycle, templates
+from harness.lab.postgres import admin, recycle, templates
 from harness.lab.postgres import spares as spares_module
 
 pytestmark = pytest.mark.postgres
@@ -309,3 +310,33 @@ def test_a_role_that_is_no_superuser_resets_by_truncate(guarded_database: str) -
         with psycopg.connect(guarded_database, autocommit=True) as conn:
             conn.execute(f"REASSIGN OWNED BY {role} TO CURRENT_USER")
             conn.execute(f"DROP ROLE {role}")
+
+
+def _backend(kept: admin.Kept) -> int:
+    with kept.use() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_kept_admin_connection_is_reused_and_replaced_when_it_broke(
+    pg_server: postgres.Server,
+) -> None:
+    dsn = pg_server.dsn
+    kept = admin.Kept(lambda: dsn)
+    try:
+        first = _backend(kept)
+        assert _backend(kept) == first  # one backend, not one per use
+        with pytest.raises(psycopg.errors.DuplicateDatabase), kept.use() as conn:
+            conn.execute('CREATE DATABASE "postgres"')
+        assert _backend(kept) == first  # an error it survives keeps it
+        with psycopg.connect(pg_server.dsn, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (first,))
+        with pytest.raises(psycopg.OperationalError), kept.use() as conn:
+            conn.execute("SELECT 1")  # it learns of the end by using it
+        second = _backend(kept)
+        assert second != first
+        dsn = pg_server.database_dsn("template1")  # the server moved: connect anew
+        assert _backend(kept) != second
+    finally:
+        kept.close()

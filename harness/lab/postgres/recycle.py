@@ -53,11 +53,14 @@ def fingerprint(conn: admin.Connection) -> str:
     return str(row[0])
 
 
-def reset(server_: server.Server, name: str, new_name: str, pristine: Pristine) -> bool:
-    """Rename `name` to `new_name` once its sessions are ended, and reset it in place.
-    True when it now has the fingerprint of a fresh clone; False (or an error) when it
-    must be dropped instead. A rename refused because someone is still connected raises."""
-    with admin.connect(server_.dsn) as conn:
+def reset(
+    server_: server.Server, kept: admin.Kept, name: str, new_name: str, pristine: Pristine
+) -> bool:
+    """Rename `name` to `new_name` once its sessions are ended (on the `kept` admin
+    connection), and reset it in place. True when it now has the fingerprint of a fresh
+    clone; False (or an error) when it must be dropped instead. A rename refused because
+    someone is still connected raises."""
+    with kept.use() as conn:
         templates.end_sessions(conn, name)
         # waits (up to 5 s) for the ended sessions to go; a newcomer makes it fail
         templates.rename_on(conn, name, new_name)

@@ -3,7 +3,7 @@
 Cloning the template takes ~0.1 s and dropping a trial's database ~0.03 s, both on the
 trial's critical path until now. A background thread keeps `size` spare clones ready; a
 trial renames one to its own name (a catalog update of a few milliseconds) and hands its
-database back. A handed-back database is reset in place (recycle.py: renamed, truncated,
+database back. A handed-back database is reset in place (recycle.py: renamed, emptied,
 and kept only with the fingerprint of a fresh clone), about a fifth of a clone's Postgres
 CPU, and otherwise dropped; up to 2 x `size` reset databases are kept, so once the pool is
 warm a trial's database is the previous trial's, reset. When no spare is ready the caller
@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable
 
-from harness.lab.postgres import recycle, server, templates
+from harness.lab.postgres import admin, recycle, server, templates
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ class Spares:
         self._pristine: recycle.Pristine | None = None
         self._wake = threading.Condition()
         self._closed = False
+        # an admin connection each for the trials' renames and for this thread's resets
+        self._for_takes = admin.Kept(lambda: server_.dsn)
+        self._for_resets = admin.Kept(lambda: server_.dsn)
         self._thread = threading.Thread(target=self._work, name="db-spares", daemon=True)
         self._thread.start()
 
@@ -55,7 +58,9 @@ class Spares:
         try:
             if spare is not None:
                 try:
-                    return templates.rename(self._server, spare, name)
+                    with self._for_takes.use() as conn:
+                        templates.rename_on(conn, spare, name)
+                    return self._server.database_dsn(name)
                 except Exception as error:  # the shortcut failed: the usual way
                     log.info("spare %s not usable (%s); cloning instead", spare, error)
                     self.drop_later(spare)
@@ -85,6 +90,8 @@ class Spares:
             self._returned.clear()
             self._wake.notify_all()
         self._thread.join()
+        self._for_takes.close()
+        self._for_resets.close()
 
     def _work(self) -> None:
         while True:
@@ -145,7 +152,7 @@ class Spares:
         spare = f"{SPARE_PREFIX}{uuid.uuid4().hex[:12]}"
         try:
             with self._hold():
-                if recycle.reset(self._server, name, spare, pristine):
+                if recycle.reset(self._server, self._for_resets, name, spare, pristine):
                     self._keep(spare)
                     return
                 log.info("database %s differs from a fresh clone after its reset", name)
