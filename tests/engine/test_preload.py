@@ -16,7 +16,12 @@ import reference_engine.preload
 before = set(sys.modules)
 from reference_engine import cli, worker
 args = cli.PARSER.parse_args(["worker"])
-print(json.dumps({"imported after": sorted(set(sys.modules) - before), "command": args.command}))
+from reference_engine import sqlfile
+print(json.dumps({
+    "imported after": sorted(set(sys.modules) - before),
+    "command": args.command,
+    "queries parsed": sqlfile.queries.cache_info().currsize,
+}))
 """
 
 
@@ -26,4 +31,5 @@ def test_the_worker_command_imports_nothing_the_fork_server_did_not() -> None:
     done = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True
     )
-    assert json.loads(done.stdout) == {"imported after": [], "command": "worker"}
+    seen = json.loads(done.stdout)
+    assert seen == {"imported after": [], "command": "worker", "queries parsed": 1}
