@@ -42,6 +42,11 @@ IDLE_BUSY = 0.05
 # Worker start to first boundary, as a multiple of the first trials' median.
 SLOWER_BUSY = 2.0
 SLOWER_ROOM = 1.4
+# Latencies below this compare as this: a few milliseconds either way are the scheduler's
+# jitter, not load. Workers forked from a warm server reach their first boundary in 5-15 ms
+# on an idle machine; judged against a 6 ms reference, a 12 ms start read "2x slower" and
+# held a certify at one trial on an idle machine. Under real load starts take 50 ms and more.
+LATENCY_FLOOR_S = 0.02
 # The first trials' latencies make the reference; the trials after a change are judged.
 REFERENCE_TRIALS = 3
 
@@ -93,8 +98,9 @@ class Controller:
             if len(first) < REFERENCE_TRIALS:
                 first.append(sample.latency)
             reference = self.reference(sample.kind)
-            if reference is not None and reference > 0:
-                self._window.append(sample.latency / reference)
+            if reference is not None:
+                floor = LATENCY_FLOOR_S
+                self._window.append(max(sample.latency, floor) / max(reference, floor))
         if sample.idle_window is not None:
             self._idle_seen = max(self._idle_seen, sample.idle_window)
         if self._samples < REFERENCE_TRIALS or self._since_change < self.limit:
