@@ -74,11 +74,6 @@ def _reset(
     clean.append(recycle.reset(server, admin_conn, name, new_name, pristine))
 
 
-def _rename(admin_conn: admin.Kept, old: str, new: str) -> None:
-    with admin_conn.use() as conn:
-        templates.rename_on(conn, old, new)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=15)
@@ -123,7 +118,11 @@ def main() -> None:
                     postmaster,
                     functools.partial(_reset, pg, for_resets, a, c, pristine, clean),
                 )
-                measure("rename a spare", postmaster, functools.partial(_rename, for_takes, c, a))
+                measure(
+                    "rename a spare",
+                    postmaster,
+                    functools.partial(templates.rename, for_takes, c, a),
+                )
                 _use(pg.database_dsn(a))
                 measure("drop (used)", postmaster, functools.partial(templates.drop, pg, a))
                 templates.drop(pg, b)

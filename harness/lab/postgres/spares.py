@@ -58,8 +58,7 @@ class Spares:
         try:
             if spare is not None:
                 try:
-                    with self._for_takes.use() as conn:
-                        templates.rename_on(conn, spare, name)
+                    templates.rename(self._for_takes, spare, name)
                     return self._server.database_dsn(name)
                 except Exception as error:  # the shortcut failed: the usual way
                     log.info("spare %s not usable (%s); cloning instead", spare, error)

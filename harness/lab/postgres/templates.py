@@ -91,11 +91,10 @@ def clone(server_: server.Server, template: str, name: str) -> str:
     return server_.database_dsn(name)
 
 
-def rename(server_: server.Server, old: str, new: str) -> str:
-    """ALTER DATABASE `old` RENAME TO `new` (nobody may be connected); returns the new DSN."""
-    with admin.connect(server_.dsn) as conn:
+def rename(kept: admin.Kept, old: str, new: str) -> None:
+    """ALTER DATABASE `old` RENAME TO `new` (nobody may be connected) on a kept connection."""
+    with kept.use() as conn:
         rename_on(conn, old, new)
-    return server_.database_dsn(new)
 
 
 def rename_on(conn: admin.Connection, old: str, new: str) -> None:
