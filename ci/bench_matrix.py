@@ -66,10 +66,7 @@ def _db_floor(lab: Any, parts: dict[str, int], n: int = 300) -> dict[str, tuple[
     out: dict[str, tuple[float, float]] = {}
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            run_id = conn.execute(
-                "INSERT INTO runs (run_key, input, budget_iterations, budget_tool_calls, "
-                "budget_tokens, max_attempts) VALUES ('floor', '{}', 1, 0, 1, 1) RETURNING id"
-            ).fetchone()[0]  # type: ignore[index]
+            run_id = bench_shapes.a_run(conn)
             shapes = {
                 "round trip (SELECT 1)": lambda: conn.execute("SELECT 1").fetchone(),
                 "transition-shaped transaction": lambda: bench_shapes.transition(conn, run_id),

@@ -66,7 +66,7 @@ def measure(dsn: str, n: int = 3000) -> dict[str, Cost]:
     """Each shape `n` times (after n/10 to warm the plan caches) on one connection to a
     migrated engine database; leaves one run row and its events behind."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        run = _a_run(conn)
+        run = a_run(conn)
         conn.execute("CREATE TEMP TABLE events_no_fk (LIKE events INCLUDING ALL)")  # LIKE drops FKs
         conn.execute(FUNCTION)
         params = {"run": run, "events": EVENTS}
@@ -82,7 +82,8 @@ def measure(dsn: str, n: int = 3000) -> dict[str, Cost]:
         return {label: _cost(one, n, backend) for label, one in shapes.items()}
 
 
-def _a_run(conn: psycopg.Connection[Any]) -> Any:
+def a_run(conn: psycopg.Connection[Any]) -> Any:
+    """The id of a new run row (pending, never claimed) for transitions to lock and update."""
     row = conn.execute(
         "INSERT INTO runs (run_key, input, budget_iterations, budget_tool_calls, budget_tokens, "
         "max_attempts) VALUES (%s, '{}', 1, 0, 1, 1) RETURNING id",

@@ -99,8 +99,8 @@ class Controller:
                 first.append(sample.latency)
             reference = self.reference(sample.kind)
             if reference is not None:
-                floor = LATENCY_FLOOR_S
-                self._window.append(max(sample.latency, floor) / max(reference, floor))
+                latency = max(sample.latency, LATENCY_FLOOR_S)
+                self._window.append(latency / max(reference, LATENCY_FLOOR_S))
         if sample.idle_window is not None:
             self._idle_seen = max(self._idle_seen, sample.idle_window)
         if self._samples < REFERENCE_TRIALS or self._since_change < self.limit:
